@@ -1,0 +1,202 @@
+"""The `t2rag` command line. Every command prints a table, or one JSON object with `--json`.
+
+Bad input exits with status 2 and a single line on stderr, `t2rag: error: <reason>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections.abc import Callable, Sequence
+
+from t2rag.errors import T2RagError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not usage + message
+        print(f"t2rag: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data",
+        default=None,
+        help="hub id[@revision], local directory or s3:// prefix (default: bundled sample)",
+    )
+    p.add_argument("--subsets", type=_csv, default=None, help="comma-separated subsets, e.g. FinQA,TAT-DQA")
+    p.add_argument("--split", default=None, help="split to load (default: all present)")
+
+
+def print_json(obj: object) -> None:
+    print(json.dumps(_finite(obj), indent=None, sort_keys=False))
+
+
+def _finite(obj: object) -> object:
+    """JSON has no NaN: metrics that could not be computed become null."""
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def cmd_data_stats(args: argparse.Namespace) -> int:
+    from t2rag.data import load_questions
+    from t2rag.tables import markdown_table
+
+    qs = load_questions(args.data, args.subsets, args.split)
+    stats = qs.stats()
+    if args.json:
+        print_json({"source": qs.source, "subsets": stats})
+        return 0
+    rows = [
+        [name, s["questions"], s["contexts"], len(s["excluded"]), s["non_numeric_answers"]] for name, s in stats.items()
+    ]
+    print(f"source: {qs.source}")
+    print(markdown_table(["subset", "questions", "contexts", "excluded", "non-numeric answers"], rows))
+    for name, s in stats.items():
+        if s["excluded"]:
+            print(f"{name} excluded: {', '.join(s['excluded'][:20])}{' ...' if len(s['excluded']) > 20 else ''}")
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from t2rag.data import load_questions
+    from t2rag.scoring import read_predictions, score_predictions
+    from t2rag.tables import summary_table
+
+    qs = load_questions(args.data, args.subsets, args.split)
+    result = score_predictions(qs, read_predictions(args.predictions))
+    if args.json:
+        print_json(result)
+    elif "methods" in result:
+        for name, summary in result["methods"].items():
+            print(f"## {name}\n{summary_table(summary)}\n")
+    else:
+        print(summary_table(result))
+    return 0
+
+
+def config_overrides(args: argparse.Namespace) -> dict:
+    """Nested RunConfig fields set on the command line (unset flags leave the config file's values)."""
+    out: dict = {}
+    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v is not None}
+    if data:
+        out["data"] = data
+    for flag, key in (
+        ("methods", "methods"),
+        ("out", "out"),
+        ("limit", "limit"),
+        ("seed", "seed"),
+        ("engine", "engine"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            out[key] = value
+    if args.retrieval_only:
+        out["retrieval_only"] = True
+    if args.k is not None:
+        out["retrieval"] = {"k": args.k}
+    return out
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from t2rag.config import load_config
+    from t2rag.pipeline.local import run_local
+    from t2rag.tables import methods_table
+
+    logging.getLogger("t2rag.progress").setLevel(logging.INFO)
+    config = load_config(args.config, config_overrides(args))
+    if config.engine == "ray":
+        from ray_jobs.evaluate import run_ray
+
+        result = run_ray(config, overwrite=args.overwrite)
+    else:
+        result = run_local(config, overwrite=args.overwrite)
+    if args.json:
+        print_json(result)
+        return 0
+    metrics = ["number_match", "mrr@3", "recall@1", "recall@3", "recall@5"]
+    present = [m for m in metrics if any(m in s["weighted"] for s in result["methods"].values())]
+    print(methods_table(result["methods"], present))
+    print(f"\nrecords: {result['out']}/records  summary: {result['out']}/summary.json")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="t2rag", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    data = commands.add_parser("data", help="inspect the benchmark data")
+    data_cmds = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
+    stats = data_cmds.add_parser("stats", help="question and context counts, exclusions, non-numeric answers")
+    add_data_args(stats)
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=cmd_data_stats)
+
+    score = commands.add_parser("score", help="score a predictions file or a run's records")
+    add_data_args(score)
+    score.add_argument("--predictions", required=True, help="JSONL or parquet with id and prediction/context_ids")
+    score.add_argument("--json", action="store_true")
+    score.set_defaults(func=cmd_score)
+
+    ev = commands.add_parser("eval", help="run methods on the benchmark and score them")
+    ev.add_argument("--config", default=None, help="YAML run config (flags override its fields)")
+    add_data_args(ev)
+    ev.add_argument("--methods", type=_csv, default=None, help="comma-separated method names")
+    ev.add_argument("--retrieval-only", action="store_true", help="retrieval metrics only, no generation")
+    ev.add_argument("--k", type=int, default=None, help="contexts per question (default 3)")
+    ev.add_argument("--limit", type=int, default=None, help="seeded sample of N questions per subset for generation")
+    ev.add_argument("--seed", type=int, default=None)
+    ev.add_argument("--out", default=None, help="output directory or s3:// prefix")
+    ev.add_argument("--engine", choices=["local", "ray"], default=None)
+    ev.add_argument("--overwrite", action="store_true", help="replace results of a different config in --out")
+    ev.add_argument("--json", action="store_true")
+    ev.set_defaults(func=cmd_eval)
+
+    for register in _extra_commands():
+        register(commands)
+    return parser
+
+
+def _extra_commands() -> Sequence[Callable[[argparse._SubParsersAction], None]]:
+    """Commands defined next to the code they drive (added by later modules)."""
+    return []
+
+
+def _quiet_libraries() -> None:
+    for name in ("httpx", "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    _quiet_libraries()
+    try:
+        return args.func(args)
+    except T2RagError as exc:
+        print(f"t2rag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("t2rag: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

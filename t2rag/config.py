@@ -1,0 +1,90 @@
+"""The typed run configuration: which data, which methods, which models and engines.
+
+A run is one YAML file (see configs/); command-line flags override its fields. Unknown keys are errors, so a
+typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from t2rag.errors import ConfigError
+from t2rag.methods import METHODS
+from t2rag.retrieval.config import RetrievalConfig
+
+
+class DataConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str | None = None  # hub id[@rev], local dir, s3:// prefix; None: the bundled sample
+    subsets: list[str] | None = None
+    split: str | None = None
+    pooled_corpus: bool = False  # one corpus over all subsets instead of one per subset
+
+
+class RunConfig(BaseModel):
+    """One evaluation run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "t2rag"
+    data: DataConfig = DataConfig()
+    methods: list[str] = Field(default_factory=lambda: ["bm25", "base", "hybrid_bm25", "hybrid_rrf"])
+    retrieval: RetrievalConfig = RetrievalConfig()
+    retrieval_only: bool = False
+    limit: int | None = Field(None, ge=1)  # questions per subset that go to generation (seeded sample)
+    seed: int = 0
+    out: str = "runs/latest"
+    engine: Literal["local", "ray"] = "local"
+
+    @field_validator("methods")
+    @classmethod
+    def _known_methods(cls, methods: list[str]) -> list[str]:
+        unknown = [m for m in methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+        if len(set(methods)) != len(methods):
+            raise ValueError("methods are listed more than once")
+        return methods
+
+    def fingerprint(self) -> str:
+        """A hash of everything that changes results (not the output location or the engine)."""
+        payload = self.model_dump(exclude={"out", "engine", "name"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:
+    """Read a YAML run config (or start from defaults) and apply nested overrides."""
+    raw: dict = {}
+    if path is not None:
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: a run config is a mapping of fields")
+    merged = _merge(raw, overrides or {})
+    try:
+        return RunConfig.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        raise ConfigError(f"{path or 'config'}: {where}: {first['msg']}") from exc
+
+
+def _merge(base: dict, overrides: dict) -> dict:
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,123 @@
+"""Retrieval corpora: the unique contexts (one context = one document) of a subset, or of all subsets pooled."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from t2rag.data.load import QuestionSet
+
+log = logging.getLogger(__name__)
+
+POOLED = "pooled"
+
+CORPUS_SCHEMA = pa.schema(
+    [
+        pa.field("context_id", pa.string(), nullable=False),
+        pa.field("subset", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ContextConflict:
+    """A context id that carries more than one text; the first text seen is kept."""
+
+    context_id: str
+    variants: int
+    question_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Documents in a fixed order; index i of every retriever refers to `context_ids[i]`."""
+
+    name: str
+    context_ids: tuple[str, ...]
+    subsets: tuple[str, ...]
+    texts: tuple[str, ...]
+    conflicts: tuple[ContextConflict, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.context_ids)
+
+    @property
+    def fingerprint(self) -> str:
+        """A content hash: equal fingerprints mean equal documents in equal order."""
+        h = hashlib.sha256()
+        for cid, text in zip(self.context_ids, self.texts, strict=True):
+            h.update(cid.encode())
+            h.update(b"\0")
+            h.update(text.encode())
+            h.update(b"\1")
+        return h.hexdigest()[:16]
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table(
+            {"context_id": list(self.context_ids), "subset": list(self.subsets), "text": list(self.texts)},
+            schema=CORPUS_SCHEMA,
+        )
+
+    def with_texts(self, texts: list[str], name: str | None = None) -> Corpus:
+        """The same documents with replaced texts (e.g. summaries)."""
+        return Corpus(name or self.name, self.context_ids, self.subsets, tuple(texts), self.conflicts)
+
+    def select(self, indices: list[int], name: str | None = None) -> Corpus:
+        """A sub-corpus of the given document positions, in that order."""
+        return Corpus(
+            name or self.name,
+            tuple(self.context_ids[i] for i in indices),
+            tuple(self.subsets[i] for i in indices),
+            tuple(self.texts[i] for i in indices),
+        )
+
+
+def build_corpus(questions: QuestionSet, subset: str | None) -> Corpus:
+    """Unique contexts by `context_id`, in order of first appearance; `subset=None` pools all subsets."""
+    table = questions.table
+    if subset is not None:
+        table = table.filter(pc.equal(table.column("subset"), subset))
+    usable = pc.invert(pc.is_in(table.column("excluded_reason"), pa.array(["empty_context", "empty_context_id"])))
+    table = table.filter(pc.fill_null(usable, True))
+
+    first: dict[str, int] = {}
+    texts: list[str] = []
+    subsets: list[str] = []
+    seen_texts: dict[str, set[str]] = {}
+    conflict_qids: dict[str, list[str]] = {}
+    for qid, cid, sub, text in zip(
+        table.column("id").to_pylist(),
+        table.column("context_id").to_pylist(),
+        table.column("subset").to_pylist(),
+        table.column("context").to_pylist(),
+        strict=True,
+    ):
+        if cid not in first:
+            first[cid] = len(texts)
+            texts.append(text)
+            subsets.append(sub)
+            seen_texts[cid] = {text}
+        elif text not in seen_texts[cid]:
+            seen_texts[cid].add(text)
+            conflict_qids.setdefault(cid, []).append(qid)
+    conflicts = tuple(ContextConflict(cid, len(seen_texts[cid]), tuple(qids)) for cid, qids in conflict_qids.items())
+    if conflicts:
+        log.warning(
+            "%d context ids carry different texts (first text kept): %s",
+            len(conflicts),
+            ", ".join(c.context_id for c in conflicts[:5]),
+        )
+    return Corpus(subset or POOLED, tuple(first), tuple(subsets), tuple(texts), conflicts)
+
+
+def build_corpora(questions: QuestionSet, pooled: bool = False) -> dict[str, Corpus]:
+    """One corpus per subset, or a single pooled corpus under every subset's name."""
+    if pooled:
+        shared = build_corpus(questions, None)
+        return dict.fromkeys(questions.subsets, shared)
+    return {name: build_corpus(questions, name) for name in questions.subsets}

@@ -1,0 +1,17 @@
+"""Errors the CLI turns into a one-line message and a non-zero exit code."""
+
+
+class T2RagError(Exception):
+    """Base class for expected, user-facing errors (bad input, bad config, missing data)."""
+
+
+class DataError(T2RagError):
+    """The dataset is missing, unreadable or fails validation."""
+
+
+class InputError(T2RagError):
+    """A user-supplied file or argument is malformed."""
+
+
+class ConfigError(T2RagError):
+    """A run configuration is invalid."""

@@ -1,0 +1,1 @@
+"""Stages of an evaluation and the runners that drive them."""

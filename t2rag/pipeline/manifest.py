@@ -1,0 +1,101 @@
+"""The run manifest: what ran, with which versions, on what hardware, and how long each stage took."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata as md
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+from t2rag.storage import filesystem_for, join
+
+PACKAGES = (
+    "t2rag",
+    "ray",
+    "lancedb",
+    "sentence-transformers",
+    "transformers",
+    "torch",
+    "pyarrow",
+    "numpy",
+    "rank-bm25",
+    "llama_cpp_python",
+    "vllm",
+)
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None
+
+
+def hardware() -> dict[str, object]:
+    info: dict[str, object] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        info["memory_gb"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except ImportError:
+        pass
+    return info
+
+
+def write_json(out: str, name: str, payload: dict) -> str:
+    fs, path = filesystem_for(join(out, name))
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as stream:
+        stream.write(json.dumps(payload, indent=2, default=str).encode())
+    return path
+
+
+def read_json(out: str, name: str) -> dict | None:
+    fs, path = filesystem_for(join(out, name))
+    try:
+        with fs.open_input_stream(path) as stream:
+            return json.loads(stream.read().decode())
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def build_manifest(
+    config: dict, fingerprint: str, stages: list[dict], totals: dict, tokens: dict, started: float
+) -> dict:
+    return {
+        "config": config,
+        "fingerprint": fingerprint,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "wall_s": round(time.time() - started, 2),
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+        "hardware": hardware(),
+        "stage_totals_s": totals,
+        "stages": stages,
+        "tokens": tokens,
+    }

@@ -1,0 +1,97 @@
+"""The retriever interface: index a corpus once, then search a whole block of queries at a time."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from t2rag.data.corpus import Corpus
+
+#: Every retriever returns at least this many results so Recall@5 and MRR@5 can be reported.
+MIN_DEPTH = 5
+
+
+def result_depth(k: int, depth: int | None = None) -> int:
+    """How many results a search returns: the requested depth, else max(k, MIN_DEPTH)."""
+    return depth if depth is not None else max(k, MIN_DEPTH)
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Ranked results for a block of queries: corpus positions (-1 pads short rows) and scores (NaN: none)."""
+
+    indices: np.ndarray  # (queries, n) int64
+    scores: np.ndarray  # (queries, n) float64
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def context_ids(self, corpus: Corpus) -> list[list[str]]:
+        ids = np.asarray(corpus.context_ids, dtype=object)
+        return [ids[row[row >= 0]].tolist() for row in self.indices]
+
+    def score_lists(self) -> list[list[float]]:
+        return [s[i >= 0].tolist() for s, i in zip(self.scores, self.indices, strict=True)]
+
+    def head(self, n: int) -> Hits:
+        return Hits(self.indices[:, :n], self.scores[:, :n])
+
+    @staticmethod
+    def concat(parts: Sequence[Hits]) -> Hits:
+        width = max((p.indices.shape[1] for p in parts), default=0)
+
+        def pad(a: np.ndarray, fill: float) -> np.ndarray:
+            return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
+
+        return Hits(
+            np.concatenate([pad(p.indices, -1) for p in parts]) if parts else np.zeros((0, 0), np.int64),
+            np.concatenate([pad(p.scores, np.nan) for p in parts]) if parts else np.zeros((0, 0)),
+        )
+
+
+@dataclass
+class QueryBlock:
+    """Queries of one block; `vectors` holds dense query embeddings computed elsewhere (e.g. a GPU actor pool)."""
+
+    texts: list[str]
+    vectors: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def as_block(queries: Sequence[str] | QueryBlock) -> QueryBlock:
+    return queries if isinstance(queries, QueryBlock) else QueryBlock(list(queries))
+
+
+class Retriever(ABC):
+    """Index once per corpus with `index`, then `search` blocks of queries."""
+
+    name: str = "retriever"
+    needs_query_vectors: bool = False
+
+    @abstractmethod
+    def index(self, corpus: Corpus) -> None:
+        """Build (or load from cache) the index for a corpus."""
+
+    @abstractmethod
+    def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
+        """Rank the corpus for every query; returns `result_depth(k, depth)` results per query."""
+
+    @property
+    @abstractmethod
+    def corpus(self) -> Corpus:
+        """The indexed corpus."""
+
+
+class IndexedMixin:
+    _corpus: Corpus | None = None
+
+    @property
+    def corpus(self) -> Corpus:
+        if self._corpus is None:
+            raise RuntimeError(f"{type(self).__name__}: call index(corpus) before search")
+        return self._corpus

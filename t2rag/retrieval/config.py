@@ -1,0 +1,84 @@
+"""Typed retrieval settings and the registry that turns a retriever name into an object."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from t2rag.retrieval.base import Retriever
+from t2rag.retrieval.dense import DenseRetriever
+from t2rag.retrieval.embedder import EmbedderConfig
+from t2rag.retrieval.hybrid import HybridBM25Retriever, HybridRRFRetriever
+from t2rag.retrieval.reranker import RerankerConfig, RerankRetriever
+from t2rag.retrieval.sparse import BM25Retriever
+from t2rag.retrieval.tokenize import TOKENIZERS
+
+
+class BM25Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokenizer: str = "whitespace"
+    k1: float = 1.5
+    b: float = 0.75
+    epsilon: float = 0.25
+
+    @model_validator(mode="after")
+    def _known_tokenizer(self) -> BM25Config:
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer '{self.tokenizer}' (choose from {sorted(TOKENIZERS)})")
+        return self
+
+
+class HybridConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    alpha: float = Field(0.5, ge=0, le=1)
+    beta: float = Field(0.5, ge=0, le=1)
+    rrf_k: int = Field(60, ge=1)
+    rrf_candidates: int = Field(50, ge=1)
+
+    @model_validator(mode="after")
+    def _weights_sum_to_one(self) -> HybridConfig:
+        if abs(self.alpha + self.beta - 1.0) > 1e-9:
+            raise ValueError(f"hybrid alpha + beta must be 1 (got {self.alpha} + {self.beta})")
+        return self
+
+
+class RetrievalConfig(BaseModel):
+    """Everything the retrievers need; `k` is the number of contexts given to the generator (paper: 3)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    k: int = Field(3, ge=1, le=100)
+    embedder: EmbedderConfig = EmbedderConfig()
+    index_uri: str | None = None  # LanceDB location, local or s3://; default ~/.cache/t2rag/lancedb
+    bm25: BM25Config = BM25Config()
+    hybrid: HybridConfig = HybridConfig()
+    reranker: RerankerConfig = RerankerConfig()
+
+
+def _dense(c: RetrievalConfig) -> DenseRetriever:
+    return DenseRetriever(c.embedder, c.index_uri)
+
+
+def _bm25(c: RetrievalConfig) -> BM25Retriever:
+    return BM25Retriever(c.bm25.tokenizer, c.bm25.k1, c.bm25.b, c.bm25.epsilon)
+
+
+RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
+    "bm25": _bm25,
+    "base": _dense,
+    "hybrid_bm25": lambda c: HybridBM25Retriever(_dense(c), _bm25(c), c.hybrid.alpha, c.hybrid.beta),
+    "hybrid_rrf": lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates),
+    "reranker": lambda c: RerankRetriever(_dense(c), c.reranker),
+}
+
+
+def build_retriever(name: str, config: RetrievalConfig | None = None) -> Retriever:
+    """A fresh, unindexed retriever by registry name."""
+    try:
+        factory = RETRIEVERS[name]
+    except KeyError:
+        raise ValueError(f"unknown retriever '{name}' (choose from {', '.join(RETRIEVERS)})") from None
+    return factory(config or RetrievalConfig())

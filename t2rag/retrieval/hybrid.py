@@ -1,0 +1,54 @@
+"""Hybrid retrievers: the paper's Hybrid BM25 (default) and reciprocal-rank fusion."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from t2rag.data.corpus import Corpus
+from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
+from t2rag.retrieval.dense import DenseRetriever
+from t2rag.retrieval.fusion import paper_hybrid, rrf
+from t2rag.retrieval.sparse import BM25Retriever
+
+
+class HybridBM25Retriever(IndexedMixin, Retriever):
+    """The paper's fusion of the dense top-k with max-normalised BM25 scores (alpha = beta = 0.5)."""
+
+    name = "hybrid_bm25"
+    needs_query_vectors = True
+
+    def __init__(self, dense: DenseRetriever, bm25: BM25Retriever, alpha: float = 0.5, beta: float = 0.5):
+        if abs(alpha + beta - 1.0) > 1e-9 or min(alpha, beta) < 0:
+            raise ValueError(f"hybrid weights must be non-negative and sum to 1 (got alpha={alpha}, beta={beta})")
+        self.dense, self.bm25, self.alpha, self.beta = dense, bm25, alpha, beta
+
+    def index(self, corpus: Corpus) -> None:
+        self._corpus = corpus
+        self.dense.index(corpus)
+        self.bm25.index(corpus)
+
+    def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
+        block = as_block(queries)
+        dense = self.dense.search(block, k, depth=k)
+        return paper_hybrid(dense, self.bm25.scores(block.texts), k, result_depth(k, depth), self.alpha, self.beta)
+
+
+class HybridRRFRetriever(IndexedMixin, Retriever):
+    """Reciprocal-rank fusion (k = 60) of the dense and BM25 rankings, each cut at `candidates`."""
+
+    name = "hybrid_rrf"
+    needs_query_vectors = True
+
+    def __init__(self, dense: DenseRetriever, bm25: BM25Retriever, k_rrf: int = 60, candidates: int = 50):
+        self.dense, self.bm25, self.k_rrf, self.candidates = dense, bm25, k_rrf, candidates
+
+    def index(self, corpus: Corpus) -> None:
+        self._corpus = corpus
+        self.dense.index(corpus)
+        self.bm25.index(corpus)
+
+    def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
+        block = as_block(queries)
+        n = max(self.candidates, result_depth(k, depth))
+        rankings = [self.dense.search(block, k, depth=n), self.bm25.search(block, k, depth=n)]
+        return rrf(rankings, len(self.corpus), result_depth(k, depth), self.k_rrf)

@@ -1,0 +1,53 @@
+"""The BM25 retriever over `BM25Matrix`, with an in-process cache keyed by corpus fingerprint and settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from t2rag.data.corpus import Corpus
+from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
+from t2rag.retrieval.bm25 import BM25Matrix, BM25Params
+from t2rag.retrieval.ranking import top_n
+from t2rag.retrieval.tokenize import get_tokenizer
+
+#: Queries scored per sparse product; bounds the dense score block to BLOCK x documents floats.
+BLOCK = 1024
+
+
+@lru_cache(maxsize=16)
+def _cached_matrix(fingerprint: str, texts: tuple[str, ...], tokenizer: str, params: BM25Params) -> BM25Matrix:
+    return BM25Matrix(texts, get_tokenizer(tokenizer), params)
+
+
+class BM25Retriever(IndexedMixin, Retriever):
+    """Okapi BM25 with rank_bm25's defaults and the paper's lowercase-whitespace tokenization."""
+
+    name = "bm25"
+
+    def __init__(self, tokenizer: str = "whitespace", k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+        get_tokenizer(tokenizer)  # fail early on a bad name
+        self.tokenizer = tokenizer
+        self.params = BM25Params(k1, b, epsilon)
+        self.matrix: BM25Matrix | None = None
+
+    def index(self, corpus: Corpus) -> None:
+        self._corpus = corpus
+        self.matrix = _cached_matrix(corpus.fingerprint, corpus.texts, self.tokenizer, self.params)
+
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """Dense (queries x documents) BM25 scores."""
+        if self.matrix is None:
+            raise RuntimeError("BM25Retriever: call index(corpus) before search")
+        return self.matrix.scores(list(queries))
+
+    def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
+        block = as_block(queries)
+        n = result_depth(k, depth)
+        parts = []
+        for start in range(0, len(block), BLOCK):
+            scores = self.scores(block.texts[start : start + BLOCK])
+            parts.append(Hits(*top_n(scores, n)))
+        return Hits.concat(parts) if parts else Hits(np.zeros((0, n), np.int64), np.zeros((0, n)))

@@ -1,0 +1,63 @@
+"""Paths that may be local or on S3: one pyarrow filesystem view of both.
+
+S3 settings come from the standard AWS environment (credentials, region, and `AWS_ENDPOINT_URL` for S3-compatible
+endpoints such as MinIO or a test server); nothing here logs them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+
+def is_s3(uri: str | os.PathLike[str]) -> bool:
+    """True for `s3://` URIs."""
+    return str(uri).startswith("s3://")
+
+
+def filesystem_for(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
+    """Return a pyarrow filesystem and the path inside it for a local path or an `s3://` URI."""
+    uri = str(uri)
+    if is_s3(uri):
+        fs = s3_filesystem()
+        return fs, uri.removeprefix("s3://").rstrip("/")
+    return pafs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
+
+
+def s3_filesystem() -> pafs.S3FileSystem:
+    """An S3 filesystem configured from the environment, honouring `AWS_ENDPOINT_URL`."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    kwargs: dict[str, object] = {}
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        kwargs["endpoint_override"] = host or scheme
+        kwargs["scheme"] = scheme if host else "https"
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        kwargs["region"] = region
+    return pafs.S3FileSystem(**kwargs)
+
+
+def lancedb_storage_options(uri: str) -> dict[str, str] | None:
+    """Storage options for `lancedb.connect` on S3-compatible endpoints; None for plain AWS or local paths."""
+    if not is_s3(uri):
+        return None
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if not endpoint:
+        return None
+    options = {
+        "endpoint": endpoint,
+        "aws_virtual_hosted_style_request": "false",
+        "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+    }
+    if endpoint.startswith("http://"):
+        options["allow_http"] = "true"
+    return options
+
+
+def join(base: str, *parts: str) -> str:
+    """Join path parts for local paths and URIs alike."""
+    base = str(base).rstrip("/")
+    return "/".join([base, *(p.strip("/") for p in parts)])

@@ -1,0 +1,122 @@
+"""Shared fixtures: the bundled real sample, small real-data layouts, and an S3 server on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from t2rag.data import QuestionSet, load_questions
+from t2rag.data.source import BUNDLED_SAMPLE
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SAMPLE_FILES = {
+    "FinQA": BUNDLED_SAMPLE / "data/FinQA/dev/dev-00000-of-00001.parquet",
+    "TAT-DQA": BUNDLED_SAMPLE / "data/TAT-DQA/dev/dev-00000-of-00001.parquet",
+}
+
+
+@pytest.fixture(scope="session")
+def sample() -> QuestionSet:
+    """The bundled real sample: FinQA dev and TAT-DQA dev."""
+    return load_questions(None)
+
+
+def write_layout(root: Path, tables: dict[str, object], split: str = "dev") -> Path:
+    """Write {subset: pyarrow table} into the hub layout under root; returns root."""
+    for subset, table in tables.items():
+        folder = root / "data" / subset / split
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, folder / f"{split}-00000-of-00001.parquet")
+    return root
+
+
+def copy_sample(root: Path) -> Path:
+    shutil.copytree(BUNDLED_SAMPLE / "data", root / "data")
+    return root
+
+
+def real_table(subset: str):
+    return pq.read_table(SAMPLE_FILES[subset])
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 HTTP endpoint on loopback (moto), with the AWS environment pointed at it."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield env["AWS_ENDPOINT_URL"]
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server):
+    """A fresh bucket on the loopback S3 server; yields its name."""
+    import uuid
+
+    import boto3
+
+    name = f"t2rag-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+def upload_dir(local: Path, bucket: str, prefix: str) -> str:
+    import boto3
+
+    client = boto3.client("s3")
+    for path in local.rglob("*"):
+        if path.is_file():
+            client.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(local).as_posix()}")
+    return f"s3://{bucket}/{prefix}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Indexes and caches go to a per-session temporary folder, never the user's cache."""
+    root = tmp_path_factory.mktemp("t2rag-cache")
+    os.environ["T2RAG_CACHE"] = str(root)
+    os.environ.pop("T2RAG_INDEX_URI", None)
+    yield root
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The offline all-MiniLM-L6-v2 embedder (loaded once per session)."""
+    from t2rag.retrieval import Embedder, EmbedderConfig
+
+    return Embedder(EmbedderConfig(model="all-MiniLM-L6-v2"))
+
+
+@pytest.fixture(scope="session")
+def finqa_embedded(sample, minilm):
+    """The FinQA corpus, its passage vectors and the vectors of all FinQA questions."""
+    from t2rag.data import build_corpus
+
+    corpus = build_corpus(sample, "FinQA")
+    questions = sample.subset("FinQA").table.column("question").to_pylist()
+    return corpus, minilm.embed_passages(corpus.texts), questions, minilm.embed_queries(questions)
