@@ -109,6 +109,19 @@ def config_overrides(args: argparse.Namespace) -> dict:
         out["retrieval_only"] = True
     if args.k is not None:
         out["retrieval"] = {"k": args.k}
+    generator = {
+        key: value
+        for key, value in (
+            ("preset", args.generator),
+            ("base_url", args.base_url),
+            ("model", args.model),
+            ("tensor_parallel_size", args.tensor_parallel_size),
+            ("replicas", args.replicas),
+        )
+        if value is not None
+    }
+    if generator:
+        out["generator"] = generator
     return out
 
 
@@ -132,6 +145,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     present = [m for m in metrics if any(m in s["weighted"] for s in result["methods"].values())]
     print(methods_table(result["methods"], present))
     print(f"\nrecords: {result['out']}/records  summary: {result['out']}/summary.json")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from t2rag.report import write_report
+
+    written = write_report(args.run_dir, args.out)
+    if args.json:
+        print_json(written)
+    else:
+        for name, path in written.items():
+            print(f"{name}: {path}")
     return 0
 
 
@@ -161,11 +186,26 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--k", type=int, default=None, help="contexts per question (default 3)")
     ev.add_argument("--limit", type=int, default=None, help="seeded sample of N questions per subset for generation")
     ev.add_argument("--seed", type=int, default=None)
+    ev.add_argument(
+        "--generator",
+        default=None,
+        help="generator preset: smollm2-135m, qwen2.5-0.5b, qwen2.5-1.5b, openai, vllm, ...",
+    )
+    ev.add_argument("--base-url", default=None, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    ev.add_argument("--model", default=None, help="model name or path for the generator")
+    ev.add_argument("--tensor-parallel-size", type=int, default=None)
+    ev.add_argument("--replicas", type=int, default=None)
     ev.add_argument("--out", default=None, help="output directory or s3:// prefix")
     ev.add_argument("--engine", choices=["local", "ray"], default=None)
     ev.add_argument("--overwrite", action="store_true", help="replace results of a different config in --out")
     ev.add_argument("--json", action="store_true")
     ev.set_defaults(func=cmd_eval)
+
+    rep = commands.add_parser("report", help="paper-shaped tables and plots from a run's records")
+    rep.add_argument("run_dir", help="a run's output directory (local or s3://)")
+    rep.add_argument("--out", default=None, help="where to write (default RUN_DIR/report)")
+    rep.add_argument("--json", action="store_true")
+    rep.set_defaults(func=cmd_report)
 
     for register in _extra_commands():
         register(commands)
@@ -173,8 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_commands() -> Sequence[Callable[[argparse._SubParsersAction], None]]:
-    """Commands defined next to the code they drive (added by later modules)."""
-    return []
+    """Commands defined next to the front ends they start (`t2rag serve` lives in serve/cli.py)."""
+    from serve.cli import register as register_serve
+
+    return [register_serve]
 
 
 def _quiet_libraries() -> None:

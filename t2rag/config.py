@@ -15,7 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from t2rag.errors import ConfigError
+from t2rag.generation.config import GeneratorConfig, resolve_generator
 from t2rag.methods import METHODS
+from t2rag.prompts import PromptConfig
 from t2rag.retrieval.config import RetrievalConfig
 
 
@@ -28,6 +30,28 @@ class DataConfig(BaseModel):
     pooled_corpus: bool = False  # one corpus over all subsets instead of one per subset
 
 
+class RayConfig(BaseModel):
+    """Cluster and actor-pool settings for `engine: ray` (ignored by the single-process engine)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str | None = None  # None: RAY_ADDRESS if set (inside `ray job submit`), else a local cluster
+    num_cpus: int | None = None  # local cluster only
+    num_gpus: int | None = None  # local cluster only; may declare GPUs a test machine lacks
+    object_store_memory: int | None = None  # bytes, local cluster only
+    block_rows: int = Field(256, ge=1)  # questions per input block: the unit of streaming and of resume
+    embed_actors: int = Field(1, ge=1)
+    embed_gpus: float = Field(0.0, ge=0)
+    embed_batch_size: int = Field(64, ge=1)
+    retrieve_actors: int = Field(1, ge=1)
+    retrieve_batch_size: int = Field(256, ge=1)
+    rerank_actors: int = Field(1, ge=1)
+    rerank_gpus: float = Field(0.0, ge=0)
+    rerank_batch_size: int = Field(64, ge=1)
+    generate_actors: int = Field(1, ge=1)  # llama.cpp / HTTP engines; vLLM uses the generator's replicas
+    generate_batch_size: int = Field(8, ge=1)
+
+
 class RunConfig(BaseModel):
     """One evaluation run."""
 
@@ -37,11 +61,19 @@ class RunConfig(BaseModel):
     data: DataConfig = DataConfig()
     methods: list[str] = Field(default_factory=lambda: ["bm25", "base", "hybrid_bm25", "hybrid_rrf"])
     retrieval: RetrievalConfig = RetrievalConfig()
+    generator: GeneratorConfig | None = None  # a preset name, or a mapping (optionally `preset: NAME` + overrides)
+    prompts: PromptConfig = PromptConfig()
     retrieval_only: bool = False
     limit: int | None = Field(None, ge=1)  # questions per subset that go to generation (seeded sample)
     seed: int = 0
     out: str = "runs/latest"
     engine: Literal["local", "ray"] = "local"
+    ray: RayConfig = RayConfig()
+
+    @field_validator("generator", mode="before")
+    @classmethod
+    def _generator_preset(cls, value: object) -> object:
+        return resolve_generator(value) if isinstance(value, str | dict) else value
 
     @field_validator("methods")
     @classmethod
@@ -55,7 +87,7 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location or the engine)."""
-        payload = self.model_dump(exclude={"out", "engine", "name"})
+        payload = self.model_dump(exclude={"out", "engine", "name", "ray"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -71,6 +103,8 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
             raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: a run config is a mapping of fields")
+    if isinstance(raw.get("generator"), str):  # a preset name in the file can still take flag overrides
+        raw["generator"] = {"preset": raw["generator"]}
     merged = _merge(raw, overrides or {})
     try:
         return RunConfig.model_validate(merged)

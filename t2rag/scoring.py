@@ -145,21 +145,7 @@ def _score_one(questions: QuestionSet, preds: Predictions, retrieval_metrics: tu
     if preds.context_ids is not None:
         kwargs["ranks"] = gold_ranks(preds.context_ids, rows.column("context_id").to_pylist())
         kwargs["retrieved"] = np.asarray([c is not None for c in preds.context_ids], dtype=bool)
-    summary = _drop_empty_groups(summarize(subsets, **kwargs))
+    summary = summarize(subsets, **kwargs)
     if skipped:
         summary["excluded_skipped"] = skipped
-    return summary
-
-
-def _drop_empty_groups(summary: dict) -> dict:
-    """Leave out metric groups no row took part in (e.g. retrieval metrics of the oracle method)."""
-    entries = [*summary["subsets"].values(), summary["weighted"]]
-    drops: list[str] = []
-    if all(e.get("generated", 1) == 0 for e in entries):
-        drops += ["generated", "number_match", "non_numeric_references"]
-    if all(e.get("retrieved", 1) == 0 for e in entries):
-        drops += ["retrieved", *[k for k in summary["weighted"] if "@" in k]]
-    for e in entries:
-        for key in drops:
-            e.pop(key, None)
     return summary

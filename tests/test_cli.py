@@ -55,8 +55,9 @@ def _four_finqa_predictions(sample):
     gold = fin.column("context_id").to_pylist()
     model_text = (
         "Here is my answer:\n```json\n"
-        + json.dumps({"reasoning_steps": ["read the table"], "final_formula": f"add({answers[3]}, 0)",
-                      "computed_formula": "7"})
+        + json.dumps(
+            {"reasoning_steps": ["read the table"], "final_formula": f"add({answers[3]}, 0)", "computed_formula": "7"}
+        )
         + "\n```"
     )
     return [

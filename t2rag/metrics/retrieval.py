@@ -49,44 +49,61 @@ def _as_list_array(ranked: pa.Array | pa.ChunkedArray | Sequence[Sequence[str] |
 
 
 def reciprocal_ranks(ranks: np.ndarray, k: int) -> np.ndarray:
-    """1/r where 1 <= r <= k, else 0."""
+    """Per question: 1/r where 1 <= r <= k, else 0."""
     ranks = np.asarray(ranks)
     hit = (ranks >= 1) & (ranks <= k)
     return np.where(hit, 1.0 / np.maximum(ranks, 1), 0.0)
 
 
-def mrr_at_k(ranks: np.ndarray, k: int) -> float:
-    """Mean reciprocal rank cut at k, as a fraction."""
-    return float(reciprocal_ranks(ranks, k).mean()) if len(ranks) else float("nan")
-
-
-def recall_at_k(ranks: np.ndarray, k: int) -> float:
-    """Share of questions whose gold context is in the top k, as a fraction."""
+def hits_at_k(ranks: np.ndarray, k: int) -> np.ndarray:
+    """Per question: 1.0 when the gold context is in the top k."""
     ranks = np.asarray(ranks)
-    return float(((ranks >= 1) & (ranks <= k)).mean()) if len(ranks) else float("nan")
+    return ((ranks >= 1) & (ranks <= k)).astype(np.float64)
 
 
-def ndcg_at_k(ranks: np.ndarray, k: int) -> float:
-    """NDCG@k with binary relevance and one relevant document (ideal DCG = 1), as a fraction."""
+def dcg_at_k(ranks: np.ndarray, k: int) -> np.ndarray:
+    """Per question: 1/log2(r + 1) within the top k (binary relevance, one relevant document: DCG = NDCG)."""
     ranks = np.asarray(ranks)
-    if not len(ranks):
-        return float("nan")
     hit = (ranks >= 1) & (ranks <= k)
-    return float(np.where(hit, 1.0 / np.log2(np.maximum(ranks, 1) + 1.0), 0.0).mean())
+    return np.where(hit, 1.0 / np.log2(np.maximum(ranks, 1) + 1.0), 0.0)
 
 
-METRIC_FUNCTIONS = {"mrr": mrr_at_k, "recall": recall_at_k, "ndcg": ndcg_at_k}
+PER_QUERY = {"mrr": reciprocal_ranks, "recall": hits_at_k, "ndcg": dcg_at_k}
 
 
 def parse_metric(name: str) -> tuple[str, int]:
     """Split 'mrr@3' into ('mrr', 3)."""
     base, _, k = name.partition("@")
-    if base not in METRIC_FUNCTIONS or not k.isdigit() or int(k) < 1:
+    if base not in PER_QUERY or not k.isdigit() or int(k) < 1:
         raise ValueError(f"unknown retrieval metric '{name}' (use mrr@k, recall@k or ndcg@k)")
     return base, int(k)
 
 
+def per_query(name: str, ranks: np.ndarray) -> np.ndarray:
+    """Per-question values of a metric named like 'recall@5' (their mean is the metric)."""
+    base, k = parse_metric(name)
+    return PER_QUERY[base](ranks, k)
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if len(values) else float("nan")
+
+
+def mrr_at_k(ranks: np.ndarray, k: int) -> float:
+    """Mean reciprocal rank cut at k, as a fraction."""
+    return _mean(reciprocal_ranks(ranks, k))
+
+
+def recall_at_k(ranks: np.ndarray, k: int) -> float:
+    """Share of questions whose gold context is in the top k, as a fraction."""
+    return _mean(hits_at_k(ranks, k))
+
+
+def ndcg_at_k(ranks: np.ndarray, k: int) -> float:
+    """NDCG@k with binary relevance and one relevant document (ideal DCG = 1), as a fraction."""
+    return _mean(dcg_at_k(ranks, k))
+
+
 def retrieval_metric(name: str, ranks: np.ndarray) -> float:
     """Compute a metric named like 'recall@5' from gold ranks, as a fraction."""
-    base, k = parse_metric(name)
-    return METRIC_FUNCTIONS[base](ranks, k)
+    return _mean(per_query(name, np.asarray(ranks)))

@@ -1,18 +1,21 @@
 """Per-subset metric tables and the weighted average over subsets (the paper's "W. Avg Total").
 
-All values are percentages. The weighted average weights each subset by the number of questions its metric was
-computed on, which equals the mean over all questions pooled.
+All values are percentages. Every summary is built from per-subset totals (counts and sums of per-question
+values), so the single-process scorer and the distributed reduce share one formula. The weighted average weights
+each subset by the number of questions its metric was computed on, which equals the mean over all questions.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from t2rag.data.schema import SUBSETS
 from t2rag.metrics.number_match import number_match as number_match_fn
-from t2rag.metrics.retrieval import retrieval_metric
+from t2rag.metrics.retrieval import per_query
 
 DEFAULT_RETRIEVAL_METRICS: tuple[str, ...] = ("mrr@3", "mrr@5", "recall@1", "recall@3", "recall@5", "ndcg@3")
 
@@ -22,8 +25,40 @@ def ordered_subsets(names: Sequence[str] | np.ndarray) -> list[str]:
     return [s for s in SUBSETS if s in present] + sorted(present - set(SUBSETS))
 
 
-def _pct(x: float) -> float:
-    return round(100.0 * x, 4)
+def _pct(numerator: float, denominator: int) -> float:
+    return round(100.0 * numerator / denominator, 4) if denominator else float("nan")
+
+
+@dataclass
+class SubsetTotals:
+    """Counts and sums for one subset; `generated`/`retrieved` are None when that metric group is absent."""
+
+    questions: int
+    generated: int | None = None
+    matched: int = 0
+    non_numeric: int = 0
+    retrieved: int | None = None
+    metric_sums: dict[str, float] = field(default_factory=dict)
+
+    def entry(self, retrieval_metrics: Sequence[str]) -> dict[str, float | int]:
+        out: dict[str, float | int] = {"questions": self.questions}
+        if self.generated is not None:
+            out["generated"] = self.generated
+            out["number_match"] = _pct(self.matched, self.generated)
+            out["non_numeric_references"] = self.non_numeric
+        if self.retrieved is not None:
+            out["retrieved"] = self.retrieved
+            for metric in retrieval_metrics:
+                out[metric] = _pct(self.metric_sums.get(metric, 0.0), self.retrieved)
+        return out
+
+
+def summary_from_totals(
+    totals: dict[str, SubsetTotals], retrieval_metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS
+) -> dict[str, dict]:
+    """`{"subsets": {name: {...}}, "weighted": {...}}` from per-subset totals."""
+    per_subset = {name: totals[name].entry(retrieval_metrics) for name in ordered_subsets(list(totals))}
+    return drop_empty_groups({"subsets": per_subset, "weighted": weighted_average(per_subset)})
 
 
 def summarize(
@@ -36,15 +71,13 @@ def summarize(
     retrieved: np.ndarray | None = None,
     retrieval_metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS,
 ) -> dict[str, dict]:
-    """Summarise per-question results into `{"subsets": {name: {...}}, "weighted": {...}}`.
+    """Summarise per-question results.
 
     predictions/references (floats, NaN for none) give Number Match over the rows where `generated` is true
     (all rows when it is None); ranks give retrieval metrics over rows where `retrieved` is true.
     """
     subsets = np.asarray(subsets, dtype=object)
-    n = len(subsets)
-    all_rows = np.ones(n, dtype=bool)
-    per_subset: dict[str, dict] = {}
+    all_rows = np.ones(len(subsets), dtype=bool)
     if predictions is not None:
         if references is None:
             raise ValueError("number match needs references")
@@ -53,29 +86,30 @@ def summarize(
         non_numeric = np.isnan(np.asarray(references, dtype=np.float64))
     if ranks is not None:
         ret = all_rows if retrieved is None else np.asarray(retrieved, dtype=bool)
-        ranks = np.asarray(ranks)
+        values = {m: per_query(m, np.asarray(ranks)) for m in retrieval_metrics}
 
+    totals: dict[str, SubsetTotals] = {}
     for name in ordered_subsets(subsets):
         in_subset = subsets == name
-        entry: dict[str, float | int] = {"questions": int(in_subset.sum())}
+        t = SubsetTotals(questions=int(in_subset.sum()))
         if predictions is not None:
             rows = in_subset & gen
-            entry["generated"] = int(rows.sum())
-            entry["number_match"] = _pct(matches[rows].mean()) if rows.any() else float("nan")
-            entry["non_numeric_references"] = int(non_numeric[rows].sum())
+            t.generated, t.matched, t.non_numeric = (
+                int(rows.sum()),
+                int(matches[rows].sum()),
+                int(non_numeric[rows].sum()),
+            )
         if ranks is not None:
             rows = in_subset & ret
-            entry["retrieved"] = int(rows.sum())
-            for metric in retrieval_metrics:
-                entry[metric] = _pct(retrieval_metric(metric, ranks[rows])) if rows.any() else float("nan")
-        per_subset[name] = entry
-    return {"subsets": per_subset, "weighted": weighted_average(per_subset)}
+            t.retrieved = int(rows.sum())
+            t.metric_sums = {m: float(v[rows].sum()) for m, v in values.items()}
+        totals[name] = t
+    return summary_from_totals(totals, retrieval_metrics)
 
 
 def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
     """Average every metric over subsets, weighting each subset by the questions that metric counted."""
     out: dict[str, float | int] = {"questions": sum(int(e["questions"]) for e in per_subset.values())}
-    count_keys = {"number_match": "generated", "non_numeric_references": None}
     metrics: list[str] = []
     for entry in per_subset.values():
         metrics += [k for k in entry if k not in metrics and k not in ("questions", "generated", "retrieved")]
@@ -86,12 +120,26 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
         if metric == "non_numeric_references":
             out[metric] = sum(int(e.get(metric, 0)) for e in per_subset.values())
             continue
-        weight_key = count_keys.get(metric) or "retrieved"
+        weight_key = "generated" if metric == "number_match" else "retrieved"
         pairs = [
             (float(e[metric]), int(e.get(weight_key, e["questions"])))
             for e in per_subset.values()
-            if metric in e and not np.isnan(e[metric])
+            if metric in e and not math.isnan(e[metric])
         ]
         total = sum(w for _, w in pairs)
         out[metric] = round(sum(v * w for v, w in pairs) / total, 4) if total else float("nan")
     return out
+
+
+def drop_empty_groups(summary: dict) -> dict:
+    """Leave out metric groups no question took part in (e.g. retrieval metrics of the oracle method)."""
+    entries = [*summary["subsets"].values(), summary["weighted"]]
+    drops: list[str] = []
+    if all(e.get("generated", 1) == 0 for e in entries):
+        drops += ["generated", "number_match", "non_numeric_references"]
+    if all(e.get("retrieved", 1) == 0 for e in entries):
+        drops += ["retrieved", *[k for k in summary["weighted"] if "@" in k]]
+    for e in entries:
+        for key in drops:
+            e.pop(key, None)
+    return summary

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from t2rag.storage import filesystem_for, join
+from t2rag.storage import join, read_bytes, write_bytes
 
 PACKAGES = (
     "t2rag",
@@ -68,20 +68,12 @@ def hardware() -> dict[str, object]:
 
 
 def write_json(out: str, name: str, payload: dict) -> str:
-    fs, path = filesystem_for(join(out, name))
-    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    with fs.open_output_stream(path) as stream:
-        stream.write(json.dumps(payload, indent=2, default=str).encode())
-    return path
+    return write_bytes(join(out, name), json.dumps(payload, indent=2, default=str).encode())
 
 
 def read_json(out: str, name: str) -> dict | None:
-    fs, path = filesystem_for(join(out, name))
-    try:
-        with fs.open_input_stream(path) as stream:
-            return json.loads(stream.read().decode())
-    except (FileNotFoundError, OSError):
-        return None
+    data = read_bytes(join(out, name))
+    return None if data is None else json.loads(data.decode())
 
 
 def build_manifest(

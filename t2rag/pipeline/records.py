@@ -12,6 +12,7 @@ Stages exchange these columns (questions -> retrievals -> prompts -> generations
 | raw_output | string | generations | the model's text (null: not generated) |
 | prompt_tokens, completion_tokens | int32 | generations | token counts reported by the engine |
 | generation_s | float64 | generations | seconds spent generating (0 for a cache hit) |
+| generation_error | string | generations | why the engine gave no text (the question then counts as wrong) |
 | formula, prediction_source | string | scores | formula read from the output; which field gave the prediction |
 | prediction | float64 | scores | the predicted number, null when none could be read |
 | json_ok, formula_ok, number_match | bool | scores | output parsed as JSON; formula evaluated; Number Match |
@@ -22,11 +23,15 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from t2rag.metrics.retrieval import per_query
+from t2rag.metrics.summary import SubsetTotals, summary_from_totals
 from t2rag.storage import filesystem_for, join
 
 RECORD_SCHEMA = pa.schema(
@@ -42,6 +47,7 @@ RECORD_SCHEMA = pa.schema(
         pa.field("prompt_tokens", pa.int32()),
         pa.field("completion_tokens", pa.int32()),
         pa.field("generation_s", pa.float64()),
+        pa.field("generation_error", pa.string()),
         pa.field("formula", pa.string()),
         pa.field("prediction_source", pa.string()),
         pa.field("prediction", pa.float64()),
@@ -94,3 +100,59 @@ def read_records(out: str) -> pa.Table:
     if not files:
         return RECORD_SCHEMA.empty_table()
     return pads.dataset(sorted(files), filesystem=fs, format="parquet", schema=RECORD_SCHEMA).to_table()
+
+
+def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Table:
+    """Per-record values whose per-(method, subset) sums are the summary totals (see SubsetTotals)."""
+    generated = pc.is_valid(table.column("raw_output")).to_numpy(zero_copy_only=False)
+    matched = generated & table.column("number_match").fill_null(False).to_numpy(zero_copy_only=False)
+    non_numeric = generated & pc.is_null(table.column("reference")).to_numpy(zero_copy_only=False)
+    retrieved = pc.is_valid(table.column("gold_rank")).to_numpy(zero_copy_only=False)
+    ranks = table.column("gold_rank").fill_null(0).to_numpy(zero_copy_only=False)
+    columns = {
+        "method": table.column("method"),
+        "subset": table.column("subset"),
+        "generated": generated.astype(np.int64),
+        "matched": matched.astype(np.int64),
+        "non_numeric": non_numeric.astype(np.int64),
+        "retrieved": retrieved.astype(np.int64),
+    }
+    for metric in retrieval_metrics:
+        columns[metric] = np.where(retrieved, per_query(metric, ranks), 0.0)
+    return pa.table(columns)
+
+
+def totals_from_sums(rows: list[dict], retrieval_metrics: tuple[str, ...]) -> dict[str, dict[str, SubsetTotals]]:
+    """Per-method, per-subset totals from aggregated rows with `count` and `sum(<column>)` fields."""
+    out: dict[str, dict[str, SubsetTotals]] = {}
+    for row in rows:
+        out.setdefault(row["method"], {})[row["subset"]] = SubsetTotals(
+            questions=int(row["count()"]),
+            generated=int(row["sum(generated)"]),
+            matched=int(row["sum(matched)"]),
+            non_numeric=int(row["sum(non_numeric)"]),
+            retrieved=int(row["sum(retrieved)"]),
+            metric_sums={m: float(row[f"sum({m})"]) for m in retrieval_metrics},
+        )
+    return out
+
+
+def summarize_records(records: pa.Table, retrieval_metrics: tuple[str, ...]) -> dict[str, dict]:
+    """Per-method summaries from records alone (no dataset needed), with the same totals as the Ray reduce."""
+    if records.num_rows == 0:
+        return {}
+    values = metric_values(records, retrieval_metrics)
+    sums = ["generated", "matched", "non_numeric", "retrieved", *retrieval_metrics]
+    grouped = values.group_by(["method", "subset"]).aggregate([("method", "count"), *((c, "sum") for c in sums)])
+    rows = [
+        {
+            "method": r["method"],
+            "subset": r["subset"],
+            "count()": r["method_count"],
+            **{f"sum({c})": r[f"{c}_sum"] for c in sums},
+        }
+        for r in grouped.to_pylist()
+    ]
+    totals = totals_from_sums(rows, retrieval_metrics)
+    order = list(dict.fromkeys(records.column("method").to_pylist()))
+    return {m: summary_from_totals(totals[m], retrieval_metrics) for m in order}

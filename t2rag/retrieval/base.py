@@ -74,8 +74,8 @@ class Retriever(ABC):
     needs_query_vectors: bool = False
 
     @abstractmethod
-    def index(self, corpus: Corpus) -> None:
-        """Build (or load from cache) the index for a corpus."""
+    def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
+        """Build (or load from cache) the index for a corpus; `vectors` are precomputed passage embeddings."""
 
     @abstractmethod
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:

@@ -75,6 +75,14 @@ RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
 }
 
 
+_NEEDS_VECTORS = {"bm25": False, "base": True, "hybrid_bm25": True, "hybrid_rrf": True, "reranker": True}
+
+
+def needs_query_vectors(name: str) -> bool:
+    """Whether a retriever consumes dense query embeddings (so an embedding stage must run before it)."""
+    return _NEEDS_VECTORS[name]
+
+
 def build_retriever(name: str, config: RetrievalConfig | None = None) -> Retriever:
     """A fresh, unindexed retriever by registry name."""
     try:

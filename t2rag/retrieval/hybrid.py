@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
 from t2rag.retrieval.dense import DenseRetriever
@@ -22,9 +24,9 @@ class HybridBM25Retriever(IndexedMixin, Retriever):
             raise ValueError(f"hybrid weights must be non-negative and sum to 1 (got alpha={alpha}, beta={beta})")
         self.dense, self.bm25, self.alpha, self.beta = dense, bm25, alpha, beta
 
-    def index(self, corpus: Corpus) -> None:
+    def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         self._corpus = corpus
-        self.dense.index(corpus)
+        self.dense.index(corpus, vectors)
         self.bm25.index(corpus)
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
@@ -42,9 +44,9 @@ class HybridRRFRetriever(IndexedMixin, Retriever):
     def __init__(self, dense: DenseRetriever, bm25: BM25Retriever, k_rrf: int = 60, candidates: int = 50):
         self.dense, self.bm25, self.k_rrf, self.candidates = dense, bm25, k_rrf, candidates
 
-    def index(self, corpus: Corpus) -> None:
+    def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         self._corpus = corpus
-        self.dense.index(corpus)
+        self.dense.index(corpus, vectors)
         self.bm25.index(corpus)
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:

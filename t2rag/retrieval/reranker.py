@@ -31,10 +31,15 @@ class RerankerConfig(BaseModel):
 
 @lru_cache(maxsize=2)
 def _load_cross_encoder(path: str, num_labels: int | None, max_length: int, device: str | None):
+    import torch
     from sentence_transformers import CrossEncoder
 
-    kwargs = {"num_labels": num_labels} if num_labels else {}
-    return CrossEncoder(path, max_length=max_length, device=device, **kwargs)
+    if not num_labels:
+        return CrossEncoder(path, max_length=max_length, device=device)
+    # A fresh scoring head is random: seed it so every process (driver, actors, replicas) builds the same one.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return CrossEncoder(path, max_length=max_length, device=device, num_labels=num_labels)
 
 
 class CrossEncoderScorer:
@@ -83,9 +88,9 @@ class RerankRetriever(IndexedMixin, Retriever):
             self._scorer = CrossEncoderScorer(self.config)
         return self._scorer
 
-    def index(self, corpus: Corpus) -> None:
+    def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         self._corpus = corpus
-        self.dense.index(corpus)
+        self.dense.index(corpus, vectors)
 
     def pool(self, queries: Sequence[str] | QueryBlock, k: int) -> Hits:
         return self.dense.search(as_block(queries), k, depth=self.config.pool_factor * k)

@@ -33,7 +33,7 @@ class BM25Retriever(IndexedMixin, Retriever):
         self.params = BM25Params(k1, b, epsilon)
         self.matrix: BM25Matrix | None = None
 
-    def index(self, corpus: Corpus) -> None:
+    def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         self._corpus = corpus
         self.matrix = _cached_matrix(corpus.fingerprint, corpus.texts, self.tokenizer, self.params)
 

@@ -74,8 +74,9 @@ def test_rerun_resumes_and_changed_config_is_refused(finqa_run, capsys):
     if not (out / "manifest.json").exists():
         assert main(argv) == 0
         capsys.readouterr()
-    config = load_config(None, {"data": {"subsets": ["FinQA"]}, "methods": METHODS.split(","),
-                                "retrieval_only": True, "out": str(out)})
+    config = load_config(
+        None, {"data": {"subsets": ["FinQA"]}, "methods": METHODS.split(","), "retrieval_only": True, "out": str(out)}
+    )
     runner = LocalEvaluation(config)
     result = runner.run()
     assert not [e for e in runner.stages.entries if e["stage"] in ("retrieve", "index")]  # nothing recomputed

@@ -23,8 +23,7 @@ def test_reranker_reorders_the_dense_pool(finqa_embedded, test_reranker_config, 
     corpus, passages, questions, queries = finqa_embedded
     config = RetrievalConfig(reranker=test_reranker_config, index_uri=str(tmp_path / "db"))
     retriever = build_retriever("reranker", config)
-    retriever.dense.index(corpus, vectors=passages)
-    retriever._corpus = corpus
+    retriever.index(corpus, vectors=passages)
     block = QueryBlock(questions[:6], queries[:6])
     pool = retriever.pool(block, k=3)
     assert pool.indices.shape == (6, 9)  # 3 x k candidates

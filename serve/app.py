@@ -1,0 +1,160 @@
+"""The application graph (`build_app`, the import path serve/config.yaml names) and `t2rag serve`'s foreground run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import sys
+import time
+from types import FrameType
+from typing import Any
+
+from ray import serve
+from ray.serve.deployment import Application
+
+from serve.deployments import EmbedderDeployment, GeneratorDeployment, RetrieverDeployment
+from serve.ingress import RAGIngress
+from serve.settings import ServeSettings
+from t2rag.errors import ConfigError, T2RagError
+from t2rag.retrieval import build_retriever
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "t2rag"
+#: Requests one ingress replica accepts at once (the proxy queues the rest).
+INGRESS_MAX_ONGOING = 256
+OBJECT_STORE_BYTES = 256 * 2**20
+
+
+class ServeStartError(T2RagError):
+    """The application did not come up."""
+
+
+def build_app(args: dict[str, Any] | None = None) -> Application:
+    """Serve's app builder: `import_path: serve.app:build_app` with the `ServeSettings` fields as args."""
+    return compose(ServeSettings.parse(args))
+
+
+def compose(settings: ServeSettings, generator: Application | None = None) -> Application:
+    """Bind the deployments into one application; `generator` replaces the configured generator deployment."""
+    config = settings.run_config()
+    methods = settings.served_methods(config)
+    health = {
+        "health_check_period_s": settings.health_check_period_s,
+        "health_check_timeout_s": settings.health_check_timeout_s,
+    }
+    batched = {"max_ongoing_requests": 2 * settings.max_batch_size, **health}
+    retrieving = [m for m in methods if m.retrieves]
+    needs_vectors = any(build_retriever(m.retriever, config.retrieval).needs_query_vectors for m in retrieving)
+    embedder = (
+        EmbedderDeployment.options(
+            ray_actor_options={"num_cpus": settings.replica_cpus, "num_gpus": settings.embedder_gpus}, **batched
+        ).bind(config, settings)
+        if needs_vectors
+        else None
+    )
+    retrievers = {
+        m.name: RetrieverDeployment.options(
+            name=f"Retriever-{m.name}",
+            num_replicas=settings.retriever_replicas,
+            ray_actor_options={"num_cpus": settings.replica_cpus},
+            **batched,
+        ).bind(config, m.name, embedder, settings)
+        for m in retrieving
+    }
+    if generator is None and config.generator is not None:
+        generator = GeneratorDeployment.options(
+            ray_actor_options={"num_cpus": settings.generator_cpus, "num_gpus": settings.generator_gpus},
+            max_ongoing_requests=32,
+            **health,
+        ).bind(served_generator(settings, config), settings)
+    return RAGIngress.options(
+        ray_actor_options={"num_cpus": settings.replica_cpus}, max_ongoing_requests=INGRESS_MAX_ONGOING, **health
+    ).bind(config, settings, [m.name for m in methods], retrievers, generator)
+
+
+def served_generator(settings: ServeSettings, config):
+    """The generator config the Generator deployment runs.
+
+    A vLLM generator is served by Ray Serve LLM (serve/llm.py) as its own application; the Generator deployment
+    then reaches it over its OpenAI-compatible route (`llm_base_url`).
+    """
+    generator = config.generator
+    if generator.engine != "vllm":
+        return generator
+    if not settings.llm_base_url:
+        raise ConfigError(
+            "a vllm generator is served through Ray Serve LLM: deploy serve.llm:build_llm_app as a second "
+            "application (see serve/config.yaml) and set llm_base_url to its /v1 route"
+        )
+    from serve.llm import openai_client_config
+
+    return openai_client_config(generator, settings.llm_base_url)
+
+
+def run_foreground(config_path: str | None, data: str | None, host: str, port: int, generator: str | None) -> int:
+    """`t2rag serve`: start Ray and the app on host:port, block until Ctrl-C (or SIGTERM), then shut down."""
+    import ray
+
+    settings = ServeSettings.parse({"config": config_path, "data": data, "generator": generator})
+    config = settings.run_config()
+    llm_app = None
+    if config.generator is not None and config.generator.engine == "vllm":
+        from serve.llm import LLM_ROUTE, build_llm_app
+
+        llm_app = build_llm_app({"generator": config.generator})
+        local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        settings = settings.model_copy(update={"llm_base_url": f"http://{local}:{port}{LLM_ROUTE}/v1"})
+    app = compose(settings)  # binding needs no Ray: a bad config fails here, before anything starts
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    started_ray = not ray.is_initialized()
+    try:
+        if started_ray:
+            ray.init(
+                address=os.environ.get("RAY_ADDRESS"),
+                num_cpus=None if os.environ.get("RAY_ADDRESS") else max(4, os.cpu_count() or 1),
+                include_dashboard=False,
+                object_store_memory=None if os.environ.get("RAY_ADDRESS") else OBJECT_STORE_BYTES,
+            )
+        serve.start(http_options={"host": host, "port": port})
+        try:
+            if llm_app is not None:  # untested here (needs vllm): see serve/llm.py
+                from serve.llm import LLM_ROUTE
+
+                serve.run(llm_app, name="llm", route_prefix=LLM_ROUTE)
+            serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
+        except RuntimeError as exc:
+            raise ServeStartError(f"the app did not start: {start_failure(str(exc))}") from exc
+        print(f"t2rag: serving on http://{host}:{port} (API docs at /docs); press Ctrl-C to stop", file=sys.stderr)
+        while True:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        print("t2rag: shutting down", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
+        signal.signal(signal.SIGTERM, previous)
+        if started_ray:
+            serve.shutdown()
+            ray.shutdown()
+        elif ray.is_initialized():  # someone else's Ray (and maybe Serve): remove only this app
+            serve.delete(APP_NAME)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return 0
+
+
+def start_failure(text: str) -> str:
+    """One line from Serve's deployment failure: its summary plus the replica's own exception, when it shows."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    causes = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    summary = lines[0] if lines else "unknown error"
+    return f"{summary} ({causes[-1]})" if causes and causes[-1] != summary else summary
+
+
+_EXCEPTION_LINE = re.compile(r"^[\w.]+(Error|Exception): \S")
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

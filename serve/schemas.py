@@ -1,0 +1,155 @@
+"""Request and response models of the HTTP API; their field descriptions make up the OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Limits on what one request may ask for.
+MAX_QUESTION_CHARS = 2_000
+MAX_K = 20
+DEFAULT_K = 3
+MAX_BODY_BYTES = 64 * 1024
+MAX_MESSAGES = 32
+MAX_GENERATE_TOKENS = 2_048
+
+
+class _Request(BaseModel):
+    """Requests reject unknown fields and values of the wrong JSON type (no silent coercion)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class RetrieveRequest(_Request):
+    question: str = Field(
+        min_length=1,
+        max_length=MAX_QUESTION_CHARS,
+        description=f"the question to retrieve contexts for (1 to {MAX_QUESTION_CHARS:,} characters)",
+        examples=["What was the percentage change in net revenue from 2014 to 2015?"],
+    )
+    method: str = Field(description="a retrieval method served by this app (see GET /methods)", examples=["bm25"])
+    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description=f"how many contexts to return (1 to {MAX_K})")
+    subset: str | None = Field(
+        None,
+        description="the subset whose corpus is searched, e.g. FinQA; omitted: the only loaded subset, else all "
+        "loaded subsets pooled",
+        examples=["FinQA"],
+    )
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+class AnswerRequest(RetrieveRequest):
+    method: str = Field(
+        description="any method served by this app (see GET /methods); `oracle` reads the context given by "
+        "`context_id`, `pretrained_only` reads none",
+        examples=["bm25"],
+    )
+    context_id: str | None = Field(
+        None, max_length=512, description="the gold context to read; required by, and only allowed with, `oracle`"
+    )
+
+
+class Context(BaseModel):
+    context_id: str = Field(description="the context's id in the benchmark")
+    subset: str = Field(description="the subset the context belongs to")
+    score: float | None = Field(description="the retriever's score (higher ranks first); null for a given context")
+    text: str = Field(description="the context text (report text and table)")
+
+
+class RetrieveResponse(BaseModel):
+    method: str = Field(description="the retrieval method used")
+    subset: str = Field(description="the corpus searched: a subset name, or `pooled`")
+    contexts: list[Context] = Field(description="the top-k contexts, best first")
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = Field(description="tokens in the prompt")
+    completion_tokens: int = Field(description="tokens generated")
+    total_tokens: int = Field(description="prompt plus completion tokens")
+
+
+class Timings(BaseModel):
+    retrieval_s: float = Field(description="seconds spent retrieving (0 for methods that do not retrieve)")
+    generation_s: float = Field(description="seconds spent waiting for the generator")
+    total_s: float = Field(description="seconds from receiving the request to answering it")
+
+
+class AnswerResponse(BaseModel):
+    method: str = Field(description="the method used")
+    subset: str = Field(description="the corpus the contexts come from: a subset name, or `pooled`")
+    prediction: float | None = Field(description="the answer number: the evaluated formula, else the model's number")
+    prediction_source: str | None = Field(description="where the prediction came from (e.g. the formula)")
+    formula: str | None = Field(description="the model's final formula")
+    reasoning_steps: list[str] = Field(description="the model's reasoning steps")
+    json_ok: bool = Field(description="whether the model's output was valid JSON")
+    formula_ok: bool = Field(description="whether the formula could be evaluated")
+    raw_output: str = Field(description="the generator's text, unparsed")
+    contexts: list[Context] = Field(description="the contexts the generator read, in prompt order")
+    usage: Usage = Field(description="token counts of the generation")
+    timings: Timings = Field(description="where the time went")
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    role: Literal["system", "user", "assistant"] = Field(description="who wrote the message")
+    content: str = Field(description="the message text")
+
+
+class GenerateRequest(_Request):
+    """An OpenAI-style chat completion request (`model`, if given, is ignored: the app serves one model)."""
+
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES, description="the conversation so far")
+    max_tokens: int = Field(256, ge=1, le=MAX_GENERATE_TOKENS, description="the most tokens to generate")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature; 0 is greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    model: str | None = Field(None, max_length=256, description="accepted for OpenAI clients and ignored")
+
+
+class ChatChoice(BaseModel):
+    index: int = Field(description="always 0: one choice per request")
+    message: ChatMessage = Field(description="the assistant's reply")
+    finish_reason: str = Field(description="`stop` (the engine does not report length cut-offs)")
+
+
+class GenerateResponse(BaseModel):
+    id: str = Field(description="a unique id for this completion")
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int = Field(description="Unix time of the completion")
+    model: str = Field(description="the model that generated the reply")
+    choices: list[ChatChoice] = Field(description="the reply")
+    usage: Usage = Field(description="token counts")
+    text: str = Field(description="the reply text (the same as choices[0].message.content)")
+    generation_s: float = Field(description="seconds spent waiting for the generator")
+
+
+class MethodInfo(BaseModel):
+    name: str = Field(description="the method's name, as passed in `method`")
+    description: str = Field(description="what the method does")
+    retrieves: bool = Field(description="whether the method retrieves (usable with POST /retrieve)")
+    needs_generator: bool = Field(description="whether the method is answer-only, i.e. useless without a generator")
+    needs_context_id: bool = Field(description="whether POST /answer needs `context_id` for this method")
+    endpoints: list[str] = Field(description="the endpoints that accept this method")
+
+
+class MethodsResponse(BaseModel):
+    methods: list[MethodInfo] = Field(description="the methods this app serves")
+    subsets: list[str] = Field(description="the loaded subsets; `subset` must be one of these")
+    default_subset: str = Field(description="the corpus searched when `subset` is omitted")
+    generator: str | None = Field(description="the generator's model, or null when the app has none")
+    max_k: int = Field(description="the largest allowed `k`")
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = Field(description="`ok` while the ingress is up")
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(description="a one-line reason")

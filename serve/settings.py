@@ -1,0 +1,127 @@
+"""The Serve application's arguments (from serve/config.yaml, `t2rag serve`, or code) and what they resolve to.
+
+The data, retrieval and generator settings are an ordinary t2rag run config (a YAML file and/or overrides), so the
+served retrievers are built exactly as the batch job builds them. The rest sizes the deployments.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from t2rag.config import RunConfig, load_config
+from t2rag.data import POOLED
+from t2rag.errors import ConfigError
+from t2rag.methods import METHODS, Method
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GENERATOR = "smollm2-135m"
+NO_GENERATOR = "none"
+#: Served when no methods are named: these answer-only methods (when there is a generator) and the config's methods.
+ANSWER_ONLY = ("pretrained_only", "oracle")
+
+
+class ServeSettings(BaseModel):
+    """Arguments of `serve.app:build_app`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    config: str | None = Field(None, description="run config YAML (data, retrieval, generator)")
+    data: str | None = Field(None, description="hub id, local directory or s3:// prefix; None: the bundled sample")
+    subsets: list[str] | None = Field(None, description="subsets to load; None: all present")
+    methods: list[str] | None = Field(
+        None, description="methods to serve; None: pretrained_only, oracle and the run config's methods"
+    )
+    generator: str | dict[str, Any] | None = Field(
+        None,
+        description=f"preset name or mapping; None: the run config's, else {DEFAULT_GENERATOR}; 'none': no generator",
+    )
+    overrides: dict[str, Any] | None = Field(
+        None, description="run config fields laid over the YAML, e.g. {retrieval: {k: 5}, prompts: {...}}"
+    )
+    llm_base_url: str | None = Field(None, description="OpenAI route of a Ray Serve LLM app (vLLM generators)")
+    # Deployment sizing.
+    retriever_replicas: int = Field(1, ge=1)
+    replica_cpus: float = Field(0.25, ge=0, description="logical CPUs reserved per ingress/embedder/retriever replica")
+    generator_cpus: float = Field(0.5, ge=0)
+    embedder_gpus: float = Field(0, ge=0, description="GPUs per embedder replica (the query encoder)")
+    generator_gpus: float = Field(0, ge=0)
+    # Batching: concurrent requests to one replica are grouped into one call.
+    max_batch_size: int = Field(32, ge=1, description="most queries per embedding or retrieval batch")
+    batch_wait_timeout_s: float = Field(0.005, ge=0, description="how long a batch waits to fill")
+    generator_batch_size: int | None = Field(None, ge=1, description="None: 1 for llama.cpp, else its concurrency")
+    # Faults.
+    retrieval_timeout_s: float = Field(30.0, gt=0)
+    generation_timeout_s: float = Field(120.0, gt=0)
+    health_check_period_s: float = Field(2.0, gt=0)
+    health_check_timeout_s: float = Field(10.0, gt=0)
+
+    @classmethod
+    def parse(cls, args: dict[str, Any] | ServeSettings | None) -> ServeSettings:
+        """Validate builder arguments; a bad one is a ConfigError naming the field."""
+        if isinstance(args, ServeSettings):
+            return args
+        try:
+            return cls.model_validate(args or {})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "args"
+            raise ConfigError(f"serve args: {where}: {first['msg']}") from None
+
+    def run_config(self) -> RunConfig:
+        """The run config: the YAML file (if any) with these arguments laid over it."""
+        overrides: dict[str, Any] = dict(self.overrides or {})
+        data = {k: v for k, v in (("source", self.data), ("subsets", self.subsets)) if v is not None}
+        if data:
+            overrides["data"] = {**overrides.get("data", {}), **data}
+        if self.generator == NO_GENERATOR:
+            overrides["generator"] = None
+        elif self.generator is not None:
+            overrides["generator"] = self.generator
+        config = load_config(self.config, overrides)
+        if config.generator is None and self.generator is None:
+            config = load_config(self.config, {**overrides, "generator": DEFAULT_GENERATOR})
+        return config
+
+    def served_methods(self, config: RunConfig) -> list[Method]:
+        """The methods this app serves; those that cannot run online are refused (named) or skipped (defaults)."""
+        explicit = self.methods is not None
+        implied = [*ANSWER_ONLY, *config.methods] if config.generator is not None else list(config.methods)
+        names = list(self.methods) if explicit else implied
+        served: list[Method] = []
+        for name in dict.fromkeys(names):
+            if name not in METHODS:
+                raise ConfigError(f"serve args: unknown method '{name}' (choose from {', '.join(METHODS)})")
+            method = METHODS[name]
+            reason = offline_reason(method, config)
+            if reason is None:
+                served.append(method)
+            elif explicit:
+                raise ConfigError(f"serve args: method '{name}' cannot be served: {reason}")
+            else:
+                log.warning("not serving method %s: %s", name, reason)
+        if not served:
+            raise ConfigError("serve args: no method to serve")
+        return served
+
+
+def offline_reason(method: Method, config: RunConfig) -> str | None:
+    """Why a method cannot be served online, or None when it can."""
+    if method.retrieval_needs_generator:
+        return "it needs generated summaries or HyDE documents, which are batch-job steps"
+    if not method.retrieves and config.generator is None:
+        return "it only answers, and the app has no generator"
+    return None
+
+
+def corpus_names(subsets: list[str]) -> list[str]:
+    """The corpora a retriever serves: each loaded subset, plus all of them pooled when there are several."""
+    return [*subsets, POOLED] if len(subsets) > 1 else list(subsets)
+
+
+def default_corpus(subsets: list[str]) -> str:
+    """The corpus searched when a request names no subset."""
+    return subsets[0] if len(subsets) == 1 else POOLED

@@ -1,0 +1,80 @@
+"""One interface for every generation engine: a batch of chat requests in, texts with token counts out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
+
+
+class SamplingParams(BaseModel):
+    """Decoding settings; greedy by default so runs are reproducible."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(0.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(512, ge=1)
+    seed: int | None = 0
+    json_schema: dict | None = None  # constrain the output to this JSON schema where the engine can
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion to run."""
+
+    messages: tuple[Message, ...]
+    params: SamplingParams = field(default_factory=SamplingParams)
+
+    def key(self, engine: str, model: str) -> str:
+        """Cache key: engine, model, messages and sampling parameters."""
+        payload = json.dumps(
+            {"engine": engine, "model": model, "messages": list(self.messages), "params": self.params.model_dump()},
+            sort_keys=True,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def prompt_hash(self) -> str:
+        return hashlib.sha256(json.dumps(list(self.messages), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A completion with its token counts; `error` is set (and text empty) when the engine failed."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    cached: bool = False
+    error: str | None = None
+
+
+class Generator(ABC):
+    """A text generation engine."""
+
+    engine: str = "generator"
+
+    @property
+    @abstractmethod
+    def model_id(self) -> str:
+        """Identifies the weights (and quantisation) for caching and manifests."""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        """Run a batch of requests; one Generation per request, in order. Failures become `error` entries."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release engine resources."""
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

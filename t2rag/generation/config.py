@@ -1,0 +1,127 @@
+"""Generator settings, the named presets, and the factory that builds an engine from them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from t2rag.errors import ConfigError
+from t2rag.generation.base import Generator, SamplingParams
+
+Engine = Literal["llamacpp", "openai", "vllm"]
+
+
+class GeneratorConfig(BaseModel):
+    """Which engine and model generate answers, and how."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "custom"
+    engine: Engine = "llamacpp"
+    model: str = "smollm2-135m"  # llamacpp: a packaged model name or a .gguf path; otherwise the model id
+    sampling: SamplingParams = SamplingParams()
+    constrained_json: bool = True  # ask the engine to enforce the answer's JSON schema
+    # llama.cpp (in-process, CPU)
+    n_ctx: int = 8192
+    n_threads: int | None = None  # None: all cores
+    n_batch: int = 512
+    # OpenAI-compatible HTTP servers (vLLM, Ray Serve LLM, llama.cpp's server)
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"  # the key is read from this variable, never stored
+    json_mode: Literal["json_schema", "json_object", "none"] = "json_schema"
+    concurrency: int = Field(8, ge=1)
+    timeout_s: float = Field(300.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+    # vLLM through Ray Data's LLM processor (GPU clusters)
+    tensor_parallel_size: int = Field(1, ge=1)
+    pipeline_parallel_size: int = Field(1, ge=1)
+    replicas: int = Field(1, ge=1)
+    batch_size: int = Field(32, ge=1)
+    max_model_len: int = 16384
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    quantization: str | None = None
+    dtype: str = "auto"
+    enable_prefix_caching: bool = True  # every answer prompt shares the long system prompt
+    accelerator_type: str | None = None  # e.g. "H100"
+
+    def with_overrides(self, **fields: object) -> GeneratorConfig:
+        return self.model_copy(update={k: v for k, v in fields.items() if v is not None})
+
+
+#: Ready configurations, selectable by name (`--generator NAME`).
+PRESETS: dict[str, GeneratorConfig] = {
+    p.name: p
+    for p in [
+        GeneratorConfig(name="smollm2-135m", engine="llamacpp", model="smollm2-135m", n_ctx=8192),
+        GeneratorConfig(name="qwen2.5-0.5b", engine="llamacpp", model="qwen2.5-coder-0.5b", n_ctx=8192),
+        GeneratorConfig(name="qwen2.5-1.5b", engine="llamacpp", model="qwen2.5-coder-1.5b", n_ctx=8192),
+        GeneratorConfig(name="openai", engine="openai", model="default", base_url="http://127.0.0.1:8000/v1"),
+        GeneratorConfig(name="vllm", engine="vllm", model="Qwen/Qwen2.5-7B-Instruct"),
+        # The paper's generators: 4-bit AWQ checkpoints on H100s.
+        GeneratorConfig(
+            name="llama-3.3-70b-awq",
+            engine="vllm",
+            model="casperhansen/llama-3.3-70b-instruct-awq",
+            quantization="awq_marlin",
+            tensor_parallel_size=2,
+            max_model_len=16384,
+            batch_size=64,
+            accelerator_type="H100",
+        ),
+        GeneratorConfig(
+            name="qwq-32b-awq",
+            engine="vllm",
+            model="Qwen/QwQ-32B-AWQ",
+            quantization="awq_marlin",
+            tensor_parallel_size=1,
+            max_model_len=32768,
+            batch_size=64,
+            accelerator_type="H100",
+            sampling=SamplingParams(temperature=0.0, max_tokens=8192),
+            constrained_json=False,  # a reasoning model thinks first; the JSON is read from the end
+        ),
+    ]
+}
+
+
+def resolve_generator(spec: str | GeneratorConfig | dict | None) -> GeneratorConfig | None:
+    """A preset name, a config mapping (optionally `preset: NAME` plus overrides) or a config."""
+    if spec is None or isinstance(spec, GeneratorConfig):
+        return spec
+    if isinstance(spec, str):
+        if spec not in PRESETS:
+            raise ConfigError(f"unknown generator '{spec}' (presets: {', '.join(PRESETS)})")
+        return PRESETS[spec]
+    spec = dict(spec)
+    base = spec.pop("preset", None)
+    if base is not None:
+        if base not in PRESETS:
+            raise ConfigError(f"unknown generator preset '{base}' (presets: {', '.join(PRESETS)})")
+        merged = PRESETS[base].model_dump()
+        if "sampling" in spec:
+            spec["sampling"] = {**merged["sampling"], **spec["sampling"]}
+        merged.update(spec)
+        spec = merged
+    return GeneratorConfig.model_validate(spec)
+
+
+def build_generator(config: GeneratorConfig, cache: bool = True) -> Generator:
+    """Instantiate the engine; with `cache` its results go through the disk cache."""
+    if config.engine == "llamacpp":
+        from t2rag.generation.llamacpp import LlamaCppGenerator
+
+        engine: Generator = LlamaCppGenerator(config)
+    elif config.engine == "openai":
+        from t2rag.generation.openai_http import OpenAIHTTPGenerator
+
+        engine = OpenAIHTTPGenerator(config)
+    else:
+        from t2rag.generation.vllm_ray import VLLMRayGenerator
+
+        engine = VLLMRayGenerator(config)
+    if not cache:
+        return engine
+    from t2rag.generation.cache import CachedGenerator
+
+    return CachedGenerator(engine)

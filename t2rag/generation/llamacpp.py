@@ -1,0 +1,179 @@
+"""In-process llama.cpp engine (CPU) over a GGUF chat model."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from t2rag.generation.base import ChatRequest, Generation, Generator, Message
+from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf
+
+log = logging.getLogger(__name__)
+
+# llama.cpp's own message when the prompt alone overflows the window.
+_OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+class ContextOverflow(Exception):
+    """The prompt plus the completion budget does not fit in the context window."""
+
+    def __init__(self, prompt_tokens: int, n_ctx: int):
+        super().__init__(f"prompt of {prompt_tokens} tokens exceeds the context window of {n_ctx}")
+        self.prompt_tokens = prompt_tokens
+
+
+def gguf_file_name(model: str) -> str:
+    """The GGUF file name `resolve_gguf` yields, without resolving (which may assemble a multi-part model)."""
+    spec = PACKAGED_MODELS.get(model)
+    if spec is None:
+        return Path(model).name
+    if spec.file_in_package:
+        return spec.file_in_package[1]
+    return f"{spec.name}.gguf"
+
+
+class LlamaCppGenerator(Generator):
+    """Runs chat requests one after another on a lazily loaded `llama_cpp.Llama`.
+
+    Requests run sequentially on one model instance so llama.cpp reuses the KV cache of the prompt prefix the
+    consecutive prompts share (the long system prompt).
+    """
+
+    engine = "llamacpp"
+
+    def __init__(self, config: GeneratorConfig):
+        self.config = config
+        self._llm: Any = None
+        self._formatter: Any = None  # renders messages as the model's chat template, for token counting
+        self._lock = threading.RLock()  # a Llama instance is not safe to share between threads
+
+    @property
+    def model_id(self) -> str:
+        return gguf_file_name(self.config.model)
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            from llama_cpp import Llama
+
+            path = resolve_gguf(self.config.model)
+            kwargs: dict[str, Any] = {}
+            if self.config.sampling.seed is not None:
+                kwargs["seed"] = self.config.sampling.seed
+            self._llm = Llama(
+                model_path=str(path),
+                n_ctx=self.config.n_ctx,
+                n_threads=self.config.n_threads or os.cpu_count(),
+                n_batch=self.config.n_batch,
+                verbose=False,
+                **kwargs,
+            )
+            self._formatter = _template_formatter(self._llm)
+        return self._llm
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        if not requests:
+            return []
+        with self._lock:
+            llm = self._load()
+            started = time.perf_counter()
+            results = [self._run_one(llm, request) for request in requests]
+            elapsed = time.perf_counter() - started
+        _log_batch(results, elapsed)
+        return results
+
+    def _run_one(self, llm: Any, request: ChatRequest) -> Generation:
+        params = request.params
+        started = time.perf_counter()
+        try:
+            self._check_fits(llm, request.messages, params.max_tokens)
+            kwargs: dict[str, Any] = {}
+            if params.seed is not None:
+                kwargs["seed"] = params.seed
+            if self.config.constrained_json and params.json_schema:
+                kwargs["response_format"] = {"type": "json_object", "schema": params.json_schema}
+            response = llm.create_chat_completion(
+                messages=list(request.messages),
+                temperature=params.temperature,
+                top_p=params.top_p,
+                max_tokens=params.max_tokens,
+                **kwargs,
+            )
+        except ContextOverflow as exc:
+            return Generation(text="", prompt_tokens=exc.prompt_tokens, error=str(exc))
+        except Exception as exc:
+            return Generation(text="", seconds=time.perf_counter() - started, error=_one_line(exc))
+        usage = response.get("usage") or {}
+        return Generation(
+            text=response["choices"][0]["message"].get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            seconds=time.perf_counter() - started,
+        )
+
+    def _check_fits(self, llm: Any, messages: Sequence[Message], max_tokens: int) -> None:
+        n_prompt = self.count_prompt_tokens(messages)
+        if n_prompt + max_tokens > llm.n_ctx():
+            raise ContextOverflow(n_prompt, llm.n_ctx())
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens of the chat-formatted prompt, as llama.cpp will feed it to the model."""
+        with self._lock:
+            llm = self._load()
+            if self._formatter is not None:
+                prompt = self._formatter(messages=list(messages)).prompt
+                return len(llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+            # A named chat format without a template to render: the message texts alone are a lower bound,
+            # and llama.cpp still raises if the formatted prompt overflows.
+            return sum(len(llm.tokenize(m.get("content", "").encode("utf-8"), add_bos=False)) for m in messages)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._llm is not None:
+                self._llm.close()
+            self._llm = None
+            self._formatter = None
+
+
+def _template_formatter(llm: Any) -> Any:
+    """The Jinja chat formatter llama.cpp builds from the GGUF's template, or None for a named chat format."""
+    template = llm.metadata.get("tokenizer.chat_template")
+    if llm.chat_format != "chat_template.default" or not template:
+        return None
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    def token_text(token_id: int) -> str:
+        return llm.detokenize([token_id], special=True).decode("utf-8", "replace") if token_id != -1 else ""
+
+    return Jinja2ChatFormatter(
+        template=template, eos_token=token_text(llm.token_eos()), bos_token=token_text(llm.token_bos())
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    match = _OVERFLOW.search(str(exc))
+    if match:
+        return str(ContextOverflow(int(match[1]), int(match[2])))
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:500]
+
+
+def _log_batch(results: Sequence[Generation], elapsed: float) -> None:
+    prompt = sum(g.prompt_tokens for g in results if g.error is None)
+    completion = sum(g.completion_tokens for g in results)
+    errors = sum(g.error is not None for g in results)
+    rate = 1.0 / elapsed if elapsed > 0 else 0.0
+    log.info(
+        "llama.cpp batch: %d requests (%d failed) in %.1f s, prompt %.0f tok/s, completion %.1f tok/s",
+        len(results),
+        errors,
+        elapsed,
+        prompt * rate,
+        completion * rate,
+    )

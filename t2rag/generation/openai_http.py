@@ -1,0 +1,207 @@
+"""Engine for any OpenAI-compatible `/v1/chat/completions` server (vLLM, Ray Serve LLM, llama.cpp's server)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import random
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from t2rag.errors import ConfigError
+from t2rag.generation.base import ChatRequest, Generation, Generator
+from t2rag.generation.config import GeneratorConfig
+
+log = logging.getLogger(__name__)
+
+MAX_RETRY_AFTER_S = 120.0  # never sleep longer than this, whatever a server asks for
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt; `wait` is the server's Retry-After, if any."""
+
+    def __init__(self, message: str, wait: float | None = None):
+        super().__init__(message)
+        self.wait = wait
+
+
+class _Fatal(Exception):
+    """A failure another attempt would repeat (a 4xx other than 429, an unreadable reply)."""
+
+
+class OpenAIHTTPGenerator(Generator):
+    """Sends a batch as concurrent chat-completion requests, with retries, and returns the results in order."""
+
+    engine = "openai"
+    backoff_base_s = 0.5
+    backoff_cap_s = 20.0
+
+    def __init__(self, config: GeneratorConfig):
+        if not config.base_url:
+            raise ConfigError(f"generator '{config.name}': engine 'openai' needs base_url (e.g. http://HOST:8000/v1)")
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+
+    @property
+    def model_id(self) -> str:
+        # Host-independent, so cached generations survive a server moving to another port or machine.
+        return self.config.model
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        if not requests:
+            return []
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._run_batch(list(requests)))
+        # Called from inside a running event loop (a notebook, an async app): use a private loop in a worker thread.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self._run_batch(list(requests))).result()
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    async def _run_batch(self, requests: list[ChatRequest]) -> list[Generation]:
+        started = time.perf_counter()
+        limits = httpx.Limits(
+            max_connections=self.config.concurrency, max_keepalive_connections=self.config.concurrency
+        )
+        semaphore = asyncio.Semaphore(self.config.concurrency)
+        async with httpx.AsyncClient(
+            base_url=self.base_url + "/",
+            headers=self._headers(),
+            timeout=httpx.Timeout(self.config.timeout_s),
+            limits=limits,
+        ) as client:
+            results = await asyncio.gather(*(self._run_one(client, semaphore, i, r) for i, r in enumerate(requests)))
+        _log_batch(results, time.perf_counter() - started)
+        return list(results)
+
+    def payload(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body of one chat-completion request."""
+        params = request.params
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": list(request.messages),
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+        }
+        if params.seed is not None:
+            body["seed"] = params.seed
+        schema = params.json_schema
+        if self.config.constrained_json and schema:
+            if self.config.json_mode == "json_schema":
+                body["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+            elif self.config.json_mode == "json_object":
+                body["response_format"] = {"type": "json_object", "schema": schema}
+        return body
+
+    async def _run_one(
+        self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore, index: int, request: ChatRequest
+    ) -> Generation:
+        body = self.payload(request)
+        attempts = self.config.max_retries + 1
+        async with semaphore:
+            started = time.perf_counter()
+            for attempt in range(attempts):
+                try:
+                    reply = await self._post(client, body)
+                    return _parse(reply, time.perf_counter() - started)
+                except _Fatal as exc:
+                    return Generation(text="", seconds=time.perf_counter() - started, error=str(exc))
+                except _Retryable as exc:
+                    if attempt + 1 == attempts:
+                        error = f"{exc} (gave up after {attempts} attempt{'s' if attempts > 1 else ''})"
+                        return Generation(text="", seconds=time.perf_counter() - started, error=error)
+                    delay = self._delay(attempt, exc.wait)
+                    log.warning("request %d: %s; retry %d/%d in %.1f s", index, exc, attempt + 1, attempts - 1, delay)
+                    await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+        timeout = self.config.timeout_s
+        try:
+            # httpx's timeout bounds each phase; this bounds the whole request.
+            async with asyncio.timeout(timeout):
+                response = await client.post("chat/completions", json=body)
+        except (TimeoutError, httpx.TimeoutException):
+            raise _Retryable(f"request timed out after {timeout:g} s") from None
+        except httpx.TransportError as exc:
+            raise _Retryable(f"connection error: {type(exc).__name__}: {_squash(str(exc))}") from None
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise _Retryable(f"HTTP {status}: {_squash(response.text)}", _retry_after(response))
+        if status >= 400:
+            raise _Fatal(f"HTTP {status}: {_squash(response.text)}")
+        try:
+            return response.json()
+        except ValueError:
+            raise _Fatal(f"HTTP {status}: reply is not JSON: {_squash(response.text)}") from None
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, MAX_RETRY_AFTER_S)
+        exponential = min(self.backoff_cap_s, self.backoff_base_s * 2**attempt)
+        return min(self.backoff_cap_s, exponential + random.uniform(0, self.backoff_base_s))
+
+
+def _parse(reply: dict[str, Any], seconds: float) -> Generation:
+    try:
+        text = reply["choices"][0]["message"].get("content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise _Fatal(f"unexpected reply: {_squash(str(reply))}") from None
+    usage = reply.get("usage") or {}
+    return Generation(
+        text=text,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        seconds=seconds,
+    )
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _squash(text: str, limit: int = 300) -> str:
+    """One line, shortened: error messages end up in result tables."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _log_batch(results: Sequence[Generation], elapsed: float) -> None:
+    prompt = sum(g.prompt_tokens for g in results)
+    completion = sum(g.completion_tokens for g in results)
+    errors = sum(g.error is not None for g in results)
+    rate = 1.0 / elapsed if elapsed > 0 else 0.0
+    log.info(
+        "openai batch: %d requests (%d failed) in %.1f s, prompt %.0f tok/s, completion %.1f tok/s",
+        len(results),
+        errors,
+        elapsed,
+        prompt * rate,
+        completion * rate,
+    )

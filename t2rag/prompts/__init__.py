@@ -1,0 +1,91 @@
+"""Prompt templates (files in this folder) and the functions that turn them into chat messages.
+
+Templates use `{question}`, `{contexts}` and `{context}` placeholders, filled by plain substitution so that braces
+inside report text are never interpreted. Any template can be replaced from the run config with a file path.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from t2rag.errors import ConfigError
+from t2rag.generation.base import Message
+
+#: The answer object every generator is asked for (and constrained to, where the engine can).
+ANSWER_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "reasoning_steps": {"type": "array", "items": {"type": "string"}},
+        "final_formula": {"type": "string"},
+        "computed_formula": {"type": "string"},
+    },
+    "required": ["reasoning_steps", "final_formula", "computed_formula"],
+}
+
+TEMPLATE_NAMES = ("answer_system", "answer_user", "answer_no_context", "hyde", "summarize")
+
+
+class PromptConfig(BaseModel):
+    """Paths that replace the packaged templates, and limits on what goes into a prompt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    answer_system: str | None = None
+    answer_user: str | None = None
+    answer_no_context: str | None = None
+    hyde: str | None = None
+    summarize: str | None = None
+    max_context_chars: int = Field(6000, ge=200)  # per context; longer ones are cut (most are under 6,000)
+    hyde_max_tokens: int = Field(256, ge=16)
+    summary_max_tokens: int = Field(200, ge=16)
+
+
+def _read(name: str, override: str | None) -> str:
+    if override:
+        try:
+            return Path(override).expanduser().read_text()
+        except OSError as exc:
+            raise ConfigError(f"prompt template {name}: cannot read {override} ({exc.strerror})") from exc
+    return resources.files(__package__).joinpath(f"{name}.md").read_text()
+
+
+def _fill(template: str, **values: str) -> str:
+    out = template
+    for key, value in values.items():
+        out = out.replace("{" + key + "}", value)
+    return out.strip()
+
+
+class Prompts:
+    """Loaded templates for one run."""
+
+    def __init__(self, config: PromptConfig | None = None):
+        self.config = config or PromptConfig()
+        self.templates = {name: _read(name, getattr(self.config, name)) for name in TEMPLATE_NAMES}
+
+    def _clip(self, text: str) -> str:
+        limit = self.config.max_context_chars
+        return text if len(text) <= limit else text[:limit] + "\n[... excerpt shortened ...]"
+
+    def format_contexts(self, contexts: list[str]) -> str:
+        return "\n\n".join(f"### Excerpt {i}\n{self._clip(c)}" for i, c in enumerate(contexts, 1))
+
+    def answer(self, question: str, contexts: list[str]) -> tuple[Message, ...]:
+        """System + user messages asking for the JSON answer; no contexts means the pretrained-only prompt."""
+        if contexts:
+            user = _fill(self.templates["answer_user"], contexts=self.format_contexts(contexts), question=question)
+        else:
+            user = _fill(self.templates["answer_no_context"], question=question)
+        return (
+            {"role": "system", "content": self.templates["answer_system"].strip()},
+            {"role": "user", "content": user},
+        )
+
+    def hyde(self, question: str) -> tuple[Message, ...]:
+        return ({"role": "user", "content": _fill(self.templates["hyde"], question=question)},)
+
+    def summarize(self, context: str) -> tuple[Message, ...]:
+        return ({"role": "user", "content": _fill(self.templates["summarize"], context=self._clip(context))},)

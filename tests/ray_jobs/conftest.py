@@ -1,0 +1,16 @@
+"""A local Ray cluster for the ray_jobs tests: more logical CPUs than cores and two declared (fake) GPUs."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    ray.shutdown()
+    ray.init(num_cpus=8, num_gpus=2, object_store_memory=300 * 2**20, include_dashboard=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()

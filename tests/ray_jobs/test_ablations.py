@@ -1,0 +1,62 @@
+"""The corpus-size and embedder ablations on real data, fanned out as Ray tasks."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from ray_jobs.ablate_corpus_size import ablate_corpus_size, sample_corpus_positions
+from ray_jobs.ablate_embedders import ablate_embedders, parse_models
+from t2rag.config import load_config
+from t2rag.pipeline.local import run_local
+from t2rag.report import write_report
+
+pytestmark = pytest.mark.slow
+
+
+def _rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_corpus_size_ablation(ray_local, mini_data, tmp_path):
+    config = load_config(None, {"data": {"source": mini_data}, "methods": ["bm25", "base"], "out": str(tmp_path)})
+    paths = ablate_corpus_size(config, fractions=(0.4, 1.0), seeds=3)
+    cells = _rows(paths["cells"])
+    assert len(cells) == 2 * 2 * 3 * 2  # subsets x fractions x seeds x methods
+    table = _rows(paths["table"])
+    assert {(r["subset"], r["method"], r["fraction"]) for r in table} >= {
+        ("FinQA", "bm25", "0.4"),
+        ("TAT-DQA", "base", "1.0"),
+    }
+    full = {(r["subset"], r["method"]): r for r in table if r["fraction"] == "1.0"}
+    # The whole corpus is the same for every seed: no spread, and the value equals the plain evaluation.
+    reference = run_local(config.model_copy(update={"retrieval_only": True, "out": str(tmp_path / "plain")}))
+    for (subset, method), row in full.items():
+        assert float(row["mrr3_std"]) == 0.0
+        assert float(row["mrr3_mean"]) == pytest.approx(
+            reference["methods"][method]["subsets"][subset]["mrr@3"], abs=1e-3
+        )
+    small = [r for r in table if r["fraction"] == "0.4"]
+    assert all(float(r["documents"]) == 10 for r in small)  # 40% of 25 contexts
+    assert (tmp_path / "ablations" / "corpus_size.png").stat().st_size > 10_000
+    report = write_report(str(tmp_path / "plain"), str(tmp_path / "report"))
+    assert "table3" in report
+
+
+def test_sampling_is_seeded():
+    a = sample_corpus_positions(100, 0.3, seed=1)
+    assert len(a) == 30 and (a == sample_corpus_positions(100, 0.3, seed=1)).all()
+    assert not (a == sample_corpus_positions(100, 0.3, seed=2)).all()
+
+
+def test_embedder_ablation(ray_local, mini_data, tmp_path):
+    config = load_config(None, {"data": {"source": mini_data}, "out": str(tmp_path)})
+    paths = ablate_embedders(config, parse_models("all-MiniLM-L6-v2,all-MiniLM-L6-v2:64"))
+    rows = _rows(paths["csv"])
+    assert [r["max_seq_length"] for r in rows] == ["model default", "64"]
+    assert {"weighted recall@1", "weighted recall@5", "weighted mrr@5"} <= set(rows[0])
+    # Truncating passages to 64 tokens hides most of each context: recall@5 must not improve.
+    assert float(rows[1]["weighted recall@5"]) <= float(rows[0]["weighted recall@5"])
+    assert "| all-MiniLM-L6-v2 |" in (tmp_path / "ablations" / "embedders.md").read_text()

