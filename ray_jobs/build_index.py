@@ -119,6 +119,7 @@ def embed_corpus(config: RunConfig, corpus: Corpus) -> np.ndarray:
         fn_constructor_kwargs=config_kwargs(config),
         compute=ray.data.ActorPoolStrategy(size=r.embed_actors),
         num_gpus=r.embed_gpus,
+        num_cpus=r.embed_cpus,
         batch_size=r.embed_batch_size,
         batch_format="pyarrow",
     )

@@ -129,13 +129,14 @@ def build_pipeline(ds, config: RunConfig, methods: set[str], hyde: bool, generat
 
     r = config.ray
 
-    def actors(stage, size: int, gpus: float, batch_size: int):
+    def actors(stage, size: int, gpus: float, batch_size: int, cpus: float = 1.0):
         # Ray Data restarts a dead pool actor and retries its batch (max_restarts=-1, max_task_retries=-1).
         return ds.map_batches(
             stage,
             fn_constructor_kwargs=config_kwargs(config),
             compute=ray.data.ActorPoolStrategy(size=size),
             num_gpus=gpus,
+            num_cpus=cpus,
             batch_size=batch_size,
             batch_format="pyarrow",
         )
@@ -145,7 +146,7 @@ def build_pipeline(ds, config: RunConfig, methods: set[str], hyde: bool, generat
         ds = actors(HydePrompts, 1, 0, r.retrieve_batch_size)
         ds = generate_dataset(ds, config).map_batches(hyde_to_query, batch_format="pyarrow")
     if any(m.retriever and needs_query_vectors(m.retriever) for m in specs):
-        ds = actors(EmbedQueries, r.embed_actors, r.embed_gpus, r.embed_batch_size)
+        ds = actors(EmbedQueries, r.embed_actors, r.embed_gpus, r.embed_batch_size, r.embed_cpus)
     if any(m.retrieves for m in specs):
         ds = actors(Retrieve, r.retrieve_actors, 0, r.retrieve_batch_size)
     if any(m.retriever == "reranker" for m in specs):

@@ -24,10 +24,11 @@ from ray.serve.handle import DeploymentHandle
 from serve.settings import ServeSettings, corpus_names
 from t2rag.config import RunConfig
 from t2rag.data import Corpus
+from t2rag.errors import InputError
 from t2rag.generation.base import ChatRequest, Generation, SamplingParams
 from t2rag.generation.config import GeneratorConfig, build_generator
 from t2rag.methods import get_method
-from t2rag.retrieval import Hits, QueryBlock
+from t2rag.retrieval import Hits, QueryBlock, Retriever
 from t2rag.retrieval.vector_store import default_index_uri
 from t2rag.system import RAGSystem
 
@@ -42,21 +43,18 @@ def ranked_contexts(hits: Hits, corpus: Corpus, k: int) -> list[list[dict[str, A
     """The first k hits of every query as context records, best first (padding dropped)."""
     out = []
     for positions, scores in zip(hits.indices, hits.scores, strict=True):
-        rows = []
-        for position, score in zip(positions, scores, strict=True):
-            if position < 0 or len(rows) == k:
-                continue
-            i = int(position)
-            value = float(score)
-            rows.append(
+        kept = [(int(i), float(s)) for i, s in zip(positions, scores, strict=True) if i >= 0][:k]
+        out.append(
+            [
                 {
                     "context_id": corpus.context_ids[i],
                     "subset": corpus.subsets[i],
-                    "score": value if math.isfinite(value) else None,
+                    "score": score if math.isfinite(score) else None,
                     "text": corpus.texts[i],
                 }
-            )
-        out.append(rows)
+                for i, score in kept
+            ]
+        )
     return out
 
 
@@ -108,6 +106,7 @@ class RetrieverDeployment:
         self.system = RAGSystem(config)
         self.embedder = embedder
         self.corpora = corpus_names(self.system.questions.subsets)
+        self.retrievers: dict[str, Retriever] = {}
         await asyncio.to_thread(self._build_indexes)
         self._search.set_max_batch_size(settings.max_batch_size)
         self._search.set_batch_wait_timeout_s(settings.batch_wait_timeout_s)
@@ -117,7 +116,7 @@ class RetrieverDeployment:
         # Replicas of several methods share dense tables on disk: one builds, the others wait and reuse.
         with index_lock(self.system.config):
             for name in self.corpora:
-                self.system.retriever(self.method, name)
+                self.retrievers[name] = self.system.retriever(self.method, name)
 
     async def retrieve(self, question: str, corpus: str, k: int) -> list[dict[str, Any]]:
         """The top-k contexts for one question, best first."""
@@ -137,13 +136,16 @@ class RetrieverDeployment:
             try:
                 ranked = await self._search_block([queries[i].text for i in members], corpus, k)
             except Exception as exc:
+                log.warning("%s: search of %d queries on %s failed: %r", self.method.name, len(members), corpus, exc)
                 ranked = [exc] * len(members)
             for position, row in zip(members, ranked, strict=True):
                 results[position] = row
         return results
 
     async def _search_block(self, texts: list[str], corpus: str, k: int) -> list[list[dict[str, Any]]]:
-        retriever = self.system.retriever(self.method, corpus)
+        retriever = self.retrievers.get(corpus)
+        if retriever is None:
+            raise InputError(f"unknown corpus '{corpus}' (served: {', '.join(self.retrievers)})")
         vectors = None
         if retriever.needs_query_vectors:
             if self.embedder is None:
@@ -172,9 +174,6 @@ class GeneratorDeployment:
     async def generate(self, requests: list[ChatRequest]) -> list[Generation]:
         """One Generation per request, in order; engine failures come back as `Generation.error`."""
         return await asyncio.to_thread(self.engine.generate, requests)
-
-    def model(self) -> str:
-        return self.engine.model_id
 
     def check_health(self) -> None:
         """Serve's liveness probe: answering at all is enough."""

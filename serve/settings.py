@@ -45,13 +45,18 @@ class ServeSettings(BaseModel):
     llm_base_url: str | None = Field(None, description="OpenAI route of a Ray Serve LLM app (vLLM generators)")
     # Deployment sizing.
     retriever_replicas: int = Field(1, ge=1)
-    replica_cpus: float = Field(0.25, ge=0, description="logical CPUs reserved per ingress/embedder/retriever replica")
+    replica_cpus: float = Field(
+        0.25,
+        ge=0,
+        description="logical CPUs per ingress/embedder/retriever replica; Ray sets the replica's OMP_NUM_THREADS from "
+        "it (at least 1), which bounds the embedder's and retrievers' torch threads",
+    )
     generator_cpus: float = Field(0.5, ge=0)
     embedder_gpus: float = Field(0, ge=0, description="GPUs per embedder replica (the query encoder)")
     generator_gpus: float = Field(0, ge=0)
     # Batching: concurrent requests to one replica are grouped into one call.
     max_batch_size: int = Field(32, ge=1, description="most queries per embedding or retrieval batch")
-    batch_wait_timeout_s: float = Field(0.005, ge=0, description="how long a batch waits to fill")
+    batch_wait_timeout_s: float = Field(0.01, ge=0, description="how long a batch waits to fill")
     generator_batch_size: int | None = Field(None, ge=1, description="None: 1 for llama.cpp, else its concurrency")
     # Faults.
     retrieval_timeout_s: float = Field(30.0, gt=0)

@@ -42,6 +42,7 @@ class RayConfig(BaseModel):
     block_rows: int = Field(256, ge=1)  # questions per input block: the unit of streaming and of resume
     embed_actors: int = Field(1, ge=1)
     embed_gpus: float = Field(0.0, ge=0)
+    embed_cpus: float = Field(1.0, gt=0)  # Ray caps an actor's torch threads at its CPUs (OMP_NUM_THREADS)
     embed_batch_size: int = Field(64, ge=1)
     retrieve_actors: int = Field(1, ge=1)
     retrieve_batch_size: int = Field(256, ge=1)

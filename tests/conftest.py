@@ -57,8 +57,8 @@ def s3_server():
     host, port = server.get_host_and_port()
     env = {
         "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ACCESS_KEY_ID": "AKIAT2RAGTESTKEY",
+        "AWS_SECRET_ACCESS_KEY": "t2rag-secret-5f1c9e",
         "AWS_REGION": "us-east-1",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ALLOW_HTTP": "true",
@@ -99,7 +99,9 @@ def upload_dir(local: Path, bucket: str, prefix: str) -> str:
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     """Indexes and caches go to a per-session temporary folder, never the user's cache."""
-    root = tmp_path_factory.mktemp("t2rag-cache")
+    # T2RAG_TEST_CACHE pins the cache across sessions (handy while iterating); by default each session is fresh.
+    pinned = os.environ.get("T2RAG_TEST_CACHE")
+    root = Path(pinned) if pinned else tmp_path_factory.mktemp("t2rag-cache")
     os.environ["T2RAG_CACHE"] = str(root)
     os.environ.pop("T2RAG_INDEX_URI", None)
     yield root

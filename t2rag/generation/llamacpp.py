@@ -11,6 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+# llama.cpp's OpenMP threads busy-wait between steps; on a shared machine (Ray workers, other jobs) that spinning
+# slowed SmolLM2 about 4x here. Passive waiting costs nothing on an idle machine. It must be set before llama.cpp
+# loads its OpenMP runtime; an explicit setting in the environment wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from t2rag.generation.base import ChatRequest, Generation, Generator, Message
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf

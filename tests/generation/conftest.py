@@ -16,16 +16,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-ANSWER_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "reasoning_steps": {"type": "array", "items": {"type": "string"}},
-        "final_formula": {"type": "string"},
-        "computed_formula": {"type": "string"},
-    },
-    "required": ["reasoning_steps", "final_formula", "computed_formula"],
-}
-
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -13,8 +13,7 @@ from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.cache import CachedGenerator, GenerationCache
 from t2rag.generation.config import GeneratorConfig, build_generator
 from t2rag.generation.llamacpp import LlamaCppGenerator
-
-from .conftest import ANSWER_SCHEMA
+from t2rag.prompts import ANSWER_SCHEMA
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 

@@ -1,0 +1,66 @@
+"""Retrieval-only evaluation of the retrieval methods on the bundled sample: ray_jobs.evaluate versus the
+single-process engine, in one run, with where the time goes.
+
+Usage: python bench/ray_vs_local.py [--methods bm25,base,hybrid_bm25,hybrid_rrf]
+A first untimed pass builds the LanceDB indexes so both timed runs reuse them; both runs load the embedding
+model themselves (the Ray run in its actors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+import time
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--methods", default="bm25,base,hybrid_bm25,hybrid_rrf")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+
+    import ray
+
+    from ray_jobs.evaluate import run_ray
+    from t2rag.config import load_config
+    from t2rag.pipeline.local import LocalEvaluation
+
+    methods = args.methods.split(",")
+    work = tempfile.mkdtemp()
+    base = {"methods": methods, "retrieval_only": True, "ray": {"embed_cpus": os.cpu_count() or 1}}
+    LocalEvaluation(load_config(None, {**base, "out": f"{work}/warm"})).run()  # builds the indexes
+
+    runner = LocalEvaluation(load_config(None, {**base, "out": f"{work}/local"}))
+    start = time.perf_counter()
+    local = runner.run()
+    local_s = time.perf_counter() - start
+
+    ray.init(num_cpus=max(8, 2 * (os.cpu_count() or 1)), include_dashboard=False, object_store_memory=400 * 2**20)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    start = time.perf_counter()
+    distributed = run_ray(load_config(None, {**base, "engine": "ray", "out": f"{work}/ray"}))
+    ray_s = time.perf_counter() - start
+    import json
+    from pathlib import Path
+
+    manifest = json.loads(Path(f"{work}/ray/manifest.json").read_text())
+
+    print(f"methods: {', '.join(methods)}; {local['methods'][methods[0]]['weighted']['questions']} questions each")
+    print(f"single process: {local_s:6.1f} s")
+    for stage, seconds in runner.stages.totals().items():
+        print(f"    {stage:14} {seconds:6.1f} s")
+    print(f"ray_jobs       : {ray_s:6.1f} s   ratio ray/local time {ray_s / local_s:.2f}")
+    for stage, seconds in manifest["stage_totals_s"].items():
+        print(f"    {stage:14} {seconds:6.1f} s (driver wall time)")
+    for line in manifest["ray_stages"]:
+        stage, rows, busy, active = line["stage"], line["rows"], line["busy_s"], line["active_s"]
+        print(f"    worker stage {stage:14} rows {rows:6d} busy {busy:6.1f} s active {active:6.1f} s")
+    print(f"identical summaries: {distributed['methods'] == local['methods']}")
+
+
+if __name__ == "__main__":
+    main()
