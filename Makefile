@@ -33,6 +33,7 @@ models-1.5b: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/t2rag eval --config configs/main.yaml
+	$(BIN)/t2rag report runs/main
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=15
@@ -45,6 +46,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bm25.py
+	$(BIN)/python bench/retrieval.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -3,8 +3,8 @@
     python -m ray_jobs.ablate_corpus_size --config configs/ablation_corpus_size.yaml [--fractions 0.2,0.4,...]
 
 For every subset, fraction and seed a random share of the subset's contexts forms the corpus, and only questions
-whose gold context is in it are asked. Cells run as parallel Ray tasks; passages and questions are embedded
-once per subset (by the actor pool of build_index) and every cell reuses those vectors. Writes
+whose gold context is in it are asked. Cells run as parallel Ray tasks (one per subset and seed); passages and
+questions are embedded once per subset (by the actor pool of build_index) and every cell reuses those vectors. Writes
 `ablations/corpus_size_cells.csv` (one row per cell), `ablations/corpus_size.csv` (mean and standard deviation
 of MRR@3 per fraction and method) and `ablations/corpus_size.png` (error bars) under the run's `out`.
 """
@@ -39,39 +39,42 @@ def sample_corpus_positions(n_docs: int, fraction: float, seed: int) -> np.ndarr
     return np.sort(np.random.default_rng(seed).choice(n_docs, size=size, replace=False))
 
 
-def run_cell(
-    config_json: str, subset: str, fraction: float, seed: int, methods: list[str], vectors, qvectors
+def run_cells(
+    config_json: str, subset: str, fractions: list[float], seed: int, methods: list[str], vectors, qvectors
 ) -> list[dict]:
-    """MRR@3 of each method on one sampled corpus (runs as a Ray task)."""
+    """MRR@3 of each method on the sampled corpus of every fraction for one seed (runs as a Ray task)."""
     config = RunConfig.model_validate_json(config_json)
     system = RAGSystem(config)
     corpus = system.corpus(subset)
-    keep = sample_corpus_positions(len(corpus), fraction, seed)
-    sub = corpus.select(keep.tolist(), name=f"{subset}-f{fraction:g}-s{seed}")
     rows = system.questions.scored().filter(pc.equal(system.questions.scored().column("subset"), subset))
-    in_corpus = np.isin(np.asarray(rows.column("context_id").to_pylist(), dtype=object), np.asarray(sub.context_ids))
-    questions = [q for q, ok in zip(rows.column("question").to_pylist(), in_corpus, strict=True) if ok]
-    gold = [g for g, ok in zip(rows.column("context_id").to_pylist(), in_corpus, strict=True) if ok]
+    all_questions = rows.column("question").to_pylist()
+    all_gold = np.asarray(rows.column("context_id").to_pylist(), dtype=object)
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         retrieval = config.retrieval.model_copy(update={"index_uri": tmp})
-        for method in methods:
-            retriever = build_retriever(method, retrieval)
-            retriever.index(sub, vectors=vectors[keep])
-            block = QueryBlock(questions, qvectors[in_corpus] if retriever.needs_query_vectors else None)
-            hits = retriever.search(block, config.retrieval.k)
-            ranks = gold_ranks(hits.context_ids(sub), gold)
-            out.append(
-                {
-                    "subset": subset,
-                    "method": method,
-                    "fraction": fraction,
-                    "seed": seed,
-                    "documents": len(sub),
-                    "questions": len(questions),
-                    "mrr@3": round(100 * mrr_at_k(ranks, 3), 4),
-                }
-            )
+        for fraction in fractions:
+            keep = sample_corpus_positions(len(corpus), fraction, seed)
+            sub = corpus.select(keep.tolist(), name=f"{subset}-f{fraction:g}-s{seed}")
+            in_corpus = np.isin(all_gold, np.asarray(sub.context_ids))
+            questions = [q for q, ok in zip(all_questions, in_corpus, strict=True) if ok]
+            gold = all_gold[in_corpus].tolist()
+            for method in methods:
+                retriever = build_retriever(method, retrieval)
+                retriever.index(sub, vectors=vectors[keep])
+                block = QueryBlock(questions, qvectors[in_corpus] if retriever.needs_query_vectors else None)
+                hits = retriever.search(block, config.retrieval.k)
+                ranks = gold_ranks(hits.context_ids(sub), gold)
+                out.append(
+                    {
+                        "subset": subset,
+                        "method": method,
+                        "fraction": fraction,
+                        "seed": seed,
+                        "documents": len(sub),
+                        "questions": len(questions),
+                        "mrr@3": round(100 * mrr_at_k(ranks, 3), 4),
+                    }
+                )
     return out
 
 
@@ -89,7 +92,8 @@ def ablate_corpus_size(
     system = RAGSystem(config)
     config_json = config.model_dump_json()
     futures = []
-    cell = ray.remote(num_cpus=1)(run_cell)
+    # One task per (subset, seed): each loads the questions once and walks the fractions.
+    cells_task = ray.remote(num_cpus=1)(run_cells)
     for subset in system.questions.subsets:
         corpus = system.corpus(subset)
         start = time.perf_counter()
@@ -104,9 +108,8 @@ def ablate_corpus_size(
             time.perf_counter() - start,
         )
         vref, qref = ray.put(vectors), ray.put(qvectors)
-        for fraction in fractions:
-            for seed in range(seeds):
-                futures.append(cell.remote(config_json, subset, fraction, seed, methods, vref, qref))
+        for seed in range(seeds):
+            futures.append(cells_task.remote(config_json, subset, list(fractions), seed, methods, vref, qref))
     cells = pd.DataFrame([row for rows in ray.get(futures) for row in rows])
     table = (
         cells.groupby(["subset", "method", "fraction"], sort=True)

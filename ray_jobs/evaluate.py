@@ -92,7 +92,7 @@ def plan_inputs(config: RunConfig, system: RAGSystem, done: set[tuple[str, str]]
             rows = scored.filter(pc.equal(scored.column("subset"), subset))
             sample = sample_questions(rows, config.limit, config.seed)
             base = sample if (not method.retrieves or method.query == "hyde") else rows
-            sampled = set(sample.column("id").to_pylist()) if not config.retrieval_only else set()
+            sampled = set(sample.column("id").to_pylist()) if config.generates(name) else set()
             ids = base.column("id").to_pylist()
             keep = [(name, i) not in done for i in ids]
             base = base.filter(pa.array(keep))
@@ -157,6 +157,10 @@ def build_pipeline(ds, config: RunConfig, methods: set[str], hyde: bool, generat
     return ds.map_batches(to_records, batch_format="pyarrow")
 
 
+#: Read tasks and shuffle partitions of the final reduce (a handful of (method, subset) groups).
+REDUCE_BLOCKS = 4
+
+
 def reduce_summary(config: RunConfig, metrics: tuple[str, ...] = DEFAULT_RETRIEVAL_METRICS) -> dict:
     """Per-method summaries from the records with Ray Data aggregations (sums per method and subset)."""
     import ray
@@ -165,11 +169,13 @@ def reduce_summary(config: RunConfig, metrics: tuple[str, ...] = DEFAULT_RETRIEV
 
     # Task-based sort shuffle: no aggregator actors to start for a handful of groups.
     DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    records = ray.data.read_parquet(join(config.out, RECORDS_DIR), file_extensions=["parquet"])
+    # Records are small (a few hundred bytes a row): a few read tasks beat one task per written file.
+    records = ray.data.read_parquet(
+        join(config.out, RECORDS_DIR), file_extensions=["parquet"], override_num_blocks=REDUCE_BLOCKS
+    )
     values = records.map_batches(lambda b: metric_values(b, metrics), batch_format="pyarrow")
     aggs = [Count(), *(Sum(c) for c in ("generated", "matched", "non_numeric", "retrieved", *metrics))]
-    # A handful of (method, subset) groups: a few partitions, not Ray's default of 200.
-    rows = values.groupby(["method", "subset"], num_partitions=4).aggregate(*aggs).take_all()
+    rows = values.groupby(["method", "subset"], num_partitions=REDUCE_BLOCKS).aggregate(*aggs).take_all()
     totals = totals_from_sums(rows, metrics)
     return {m: summary_from_totals(totals[m], metrics) for m in config.methods if m in totals}
 

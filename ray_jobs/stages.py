@@ -18,7 +18,7 @@ from ray_jobs.common import report
 from t2rag.config import RunConfig
 from t2rag.generation.vllm_ray import request_from_row, request_row
 from t2rag.methods import get_method
-from t2rag.pipeline.answering import answer_params, answer_requests, hyde_requests, score_outputs
+from t2rag.pipeline.answering import hyde_requests, score_outputs
 from t2rag.pipeline.records import RECORD_SCHEMA
 from t2rag.pipeline.steps import retrieval_columns
 from t2rag.retrieval import Hits, QueryBlock
@@ -183,15 +183,14 @@ class BuildPrompts(SystemStage):
         n = batch.num_rows
         out: dict[str, list] = {"messages_json": [None] * n, "params_json": [None] * n, "table_text": [None] * n}
         out["prompt_hash"] = [None] * n
-        ranked = batch.column("context_ids").to_pylist()
+        ranked = batch.column("context_ids").to_pylist() if "context_ids" in batch.column_names else [None] * n
         gold = batch.column("gold_context").to_pylist()
         questions = batch.column("question").to_pylist()
-        params = answer_params(self.system.generator_config)
         for (method_name, subset), rows in groups(batch, "method", "subset"):
             method = get_method(method_name)
             ranked_rows = [ranked[i] for i in rows] if method.retrieves else None
             contexts = self.system.contexts(method, subset, [gold[i] for i in rows], ranked_rows)
-            requests = answer_requests(self.system.prompts, params, [questions[i] for i in rows], contexts)
+            requests = self.system.answer_requests([questions[i] for i in rows], contexts)
             prompt_rows = [request_row(r) for r in requests]
             set_rows(out["messages_json"], rows, [p["messages_json"] for p in prompt_rows])
             set_rows(out["params_json"], rows, [p["params_json"] for p in prompt_rows])

@@ -40,7 +40,7 @@ from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
 from t2rag.generation.base import ChatRequest, Generation, SamplingParams
 from t2rag.methods import METHODS, Method
-from t2rag.pipeline.answering import answer_columns, answer_params, answer_requests
+from t2rag.pipeline.answering import answer_columns
 from t2rag.system import RAGSystem
 
 log = logging.getLogger(__name__)
@@ -164,9 +164,7 @@ class RAGIngress:
             gold = [contexts[0].text]
         retrieved = time.perf_counter()
         texts = self.system.contexts(method, corpus, gold, ranked_ids, body.k)
-        requests = answer_requests(
-            self.system.prompts, answer_params(self.system.generator_config), [body.question], texts
-        )
+        requests = self.system.answer_requests([body.question], texts)
         generation = await self._generate(generator, requests[0])
         generated = time.perf_counter()
         record = {name: values[0] for name, values in answer_columns(requests, [generation], texts, [None]).items()}

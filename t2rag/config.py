@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from t2rag.errors import ConfigError
 from t2rag.generation.config import GeneratorConfig, resolve_generator
@@ -65,6 +65,7 @@ class RunConfig(BaseModel):
     generator: GeneratorConfig | None = None  # a preset name, or a mapping (optionally `preset: NAME` + overrides)
     prompts: PromptConfig = PromptConfig()
     retrieval_only: bool = False
+    retrieval_only_methods: list[str] = Field(default_factory=list)  # these only retrieve, even when others generate
     limit: int | None = Field(None, ge=1)  # questions per subset that go to generation (seeded sample)
     seed: int = 0
     out: str = "runs/latest"
@@ -85,6 +86,20 @@ class RunConfig(BaseModel):
         if len(set(methods)) != len(methods):
             raise ValueError("methods are listed more than once")
         return methods
+
+    @model_validator(mode="after")
+    def _retrieval_only_methods_are_run(self) -> RunConfig:
+        stray = [m for m in self.retrieval_only_methods if m not in self.methods]
+        if stray:
+            raise ValueError(f"retrieval_only_methods {stray} are not in methods")
+        no_retrieval = [m for m in self.retrieval_only_methods if not METHODS[m].retrieves]
+        if no_retrieval:
+            raise ValueError(f"{no_retrieval} do not retrieve, so they cannot be retrieval-only")
+        return self
+
+    def generates(self, method: str) -> bool:
+        """Whether answers are generated for this method in this run."""
+        return not self.retrieval_only and method not in self.retrieval_only_methods
 
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location or the engine)."""

@@ -36,6 +36,9 @@ from t2rag.summaries import load_summaries, save_summaries, summary_key
 
 log = logging.getLogger(__name__)
 
+#: Blocks of question embeddings kept for reuse across methods (one per subset in a batch run).
+QUERY_VECTOR_CACHE = 8
+
 
 def finish_summaries(generations: Sequence[Generation]) -> list[str]:
     """Summary texts from generations; failed ones become empty texts (and are reported)."""
@@ -164,7 +167,10 @@ class RAGSystem:
         key = (self.config.retrieval.embedder.cache_key, hash(tuple(questions)))
         if key not in self._query_vectors:  # shared by every dense-based method on the same questions
             with self.stages.stage("embed_queries", len(questions), subset=subset):
-                self._query_vectors[key] = self.embedder.embed_queries(questions)
+                vectors = self.embedder.embed_queries(questions)
+            while len(self._query_vectors) >= QUERY_VECTOR_CACHE:  # bounded for long-running processes
+                self._query_vectors.pop(next(iter(self._query_vectors)))
+            self._query_vectors[key] = vectors
         block.vectors = self._query_vectors[key]
         return block
 
@@ -204,10 +210,13 @@ class RAGSystem:
         references: Sequence[float | None],
     ) -> dict[str, list]:
         """Generate, parse and score answers; returns record columns."""
-        params = answer_params(self.generator_config)
-        requests = answer_requests(self.prompts, params, questions, contexts)
+        requests = self.answer_requests(questions, contexts)
         generations = self.generate(requests, "generate", method=method.name, subset=str(subset))
         return answer_columns(requests, generations, contexts, references)
+
+    def answer_requests(self, questions: list[str], contexts: list[list[str]]) -> list[ChatRequest]:
+        """The chat requests that ask for answers (for front ends that run the generator elsewhere)."""
+        return answer_requests(self.prompts, answer_params(self.generator_config), questions, contexts)
 
     def close(self) -> None:
         if self._generator is not None:

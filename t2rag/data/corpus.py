@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,7 +47,7 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.context_ids)
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         """A content hash: equal fingerprints mean equal documents in equal order."""
         h = hashlib.sha256()

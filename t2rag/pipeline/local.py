@@ -27,7 +27,7 @@ def check_methods(config: RunConfig, methods: list[Method]) -> None:
     """Refuse runs that would need a generator but have none."""
     if config.generator is not None:
         return
-    if not config.retrieval_only:
+    if any(config.generates(m.name) for m in methods):
         raise ConfigError("generating answers needs a generator: pass --generator NAME or use --retrieval-only")
     for m in methods:
         if m.retrieval_needs_generator:
@@ -101,7 +101,7 @@ class LocalEvaluation:
         if method.retrieves:
             hits, corpus = self.system.retrieve(method, subset, base.column("question").to_pylist())
             columns.update(retrieval_columns(hits, corpus, base.column("context_id").to_pylist()))
-        if not cfg.retrieval_only:
+        if cfg.generates(method.name):
             position = {qid: i for i, qid in enumerate(columns["id"])}
             picked = [position[qid] for qid in sample.column("id").to_pylist()]
             ranked = [columns["context_ids"][i] for i in picked] if method.retrieves else None

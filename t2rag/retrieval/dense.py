@@ -39,7 +39,8 @@ class DenseRetriever(IndexedMixin, Retriever):
         if vectors is not None:
             self.table = store.write(name, corpus, vectors)
         else:
-            self.table = store.get_or_build(name, corpus, self.embedder.embed_passages)
+            # A lambda, so the model loads only when the table has to be built.
+            self.table = store.get_or_build(name, corpus, lambda texts: self.embedder.embed_passages(texts))
 
     def query_vectors(self, block: QueryBlock) -> np.ndarray:
         return block.vectors if block.vectors is not None else self.embedder.embed_queries(block.texts)

@@ -17,15 +17,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.llm]
 ALL_METHODS = list(METHODS)
 
 
-def _config(data, out, generator, reranker):
+def _config(data, out, generator, reranker, system_prompt):
     return load_config(
         None,
         {
-            "data": {"source": data},
+            "data": {"source": data, "subsets": ["FinQA"]},
             "methods": ALL_METHODS,
             "generator": generator,
             "retrieval": {"reranker": reranker},
-            "prompts": {"max_context_chars": 600, "summary_max_tokens": 48, "hyde_max_tokens": 48},
+            "prompts": {
+                "max_context_chars": 500,
+                "summary_max_tokens": 40,
+                "hyde_max_tokens": 40,
+                "answer_system": system_prompt,
+            },
             "limit": 1,
             "seed": 3,
             "out": str(out),
@@ -38,12 +43,12 @@ def _check_run(result, out, data, capsys):
     assert list(methods) == ALL_METHODS
     for name, summary in methods.items():
         weighted = summary["weighted"]
-        assert weighted["generated"] == 2, name  # one sampled question per subset
+        assert weighted["generated"] == 1, name  # the seeded sample of one question
         assert 0.0 <= weighted["number_match"] <= 100.0
         assert ("mrr@3" in weighted) == METHODS[name].retrieves, name
     records = read_records(str(out)).to_pydict()
     generated = [i for i, raw in enumerate(records["raw_output"]) if raw is not None]
-    assert len(generated) == 2 * len(ALL_METHODS)
+    assert len(generated) == len(ALL_METHODS)
     assert all(records["generation_error"][i] is None for i in generated)
     assert all(records["raw_output"][i].strip() for i in generated)
     # Constrained decoding: every answer is a JSON object (64 tokens may cut SmolLM2's long ones short).
@@ -54,9 +59,9 @@ def _check_run(result, out, data, capsys):
     assert json.loads(capsys.readouterr().out)["methods"] == methods
 
 
-def test_every_method_in_process(tiny_data, minilm_reranker, tmp_path, capsys):
-    generator = {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 64}}
-    config = _config(tiny_data, tmp_path / "run", generator, minilm_reranker)
+def test_every_method_in_process(tiny_data, minilm_reranker, short_system_prompt, tmp_path, capsys):
+    generator = {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 48}}
+    config = _config(tiny_data, tmp_path / "run", generator, minilm_reranker, short_system_prompt)
     result = run_local(config)
     _check_run(result, tmp_path / "run", tiny_data, capsys)
     # Summaries were generated once and stored: a second run over the same corpus reuses them.
@@ -69,14 +74,16 @@ def test_every_method_in_process(tiny_data, minilm_reranker, tmp_path, capsys):
     assert calls == [] and len(summaries) == 4 and all(t for t in summaries.texts)
 
 
-def test_every_method_through_llama_server(llama_server, tiny_data, minilm_reranker, tmp_path, capsys):
+def test_every_method_through_llama_server(
+    llama_server, tiny_data, minilm_reranker, short_system_prompt, tmp_path, capsys
+):
     generator = {
         "preset": "openai",
         "base_url": llama_server,
         "model": "smollm2",
         "json_mode": "json_object",
         "concurrency": 2,
-        "sampling": {"max_tokens": 64},
+        "sampling": {"max_tokens": 48},
     }
-    result = run_local(_config(tiny_data, tmp_path / "run", generator, minilm_reranker))
+    result = run_local(_config(tiny_data, tmp_path / "run", generator, minilm_reranker, short_system_prompt))
     _check_run(result, tmp_path / "run", tiny_data, capsys)

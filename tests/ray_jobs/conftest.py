@@ -1,4 +1,7 @@
-"""A local Ray cluster for the ray_jobs tests: more logical CPUs than cores and two declared (fake) GPUs."""
+"""A local Ray cluster for the ray_jobs tests: more logical CPUs than cores and two declared (fake) GPUs.
+
+It starts after the loopback S3 server, so its workers inherit the S3 endpoint and credentials from the environment.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def ray_local():
+def ray_local(s3_server):
     import ray
 
     ray.shutdown()

@@ -1,13 +1,16 @@
-"""ray_jobs.evaluate against the single-process engine on real data, and its resume guarantees."""
+"""ray_jobs.evaluate against the single-process engine on real data (on S3), and its resume guarantees."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import signal
 import threading
 import time
 from pathlib import Path
 
+import boto3
 import pyarrow.compute as pc
 import pytest
 
@@ -15,71 +18,100 @@ from ray_jobs.evaluate import run_ray
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
 from t2rag.pipeline.records import read_records
+from t2rag.report import write_report
+from tests.conftest import upload_dir
 
 pytestmark = pytest.mark.slow
 
 
-def _config(data, out, **fields):
-    base = {"data": {"source": data}, "out": str(out), "ray": {"block_rows": 8, "retrieve_batch_size": 16}}
+def _config(source, out, **fields):
+    base = {"data": {"source": source}, "out": str(out), "ray": {"block_rows": 8, "retrieve_batch_size": 16}}
+    # Short contexts keep SmolLM2's prompts small on 2 CPU cores.
+    base["prompts"] = {"max_context_chars": 500}
     base.update(fields)
     return load_config(None, base)
 
 
-def _records_by_method(out):
-    records = read_records(str(out)).to_pydict()
-    rows = {}
-    for method, qid, ids, pred in zip(
-        records["method"], records["id"], records["context_ids"], records["prediction"], strict=True
-    ):
-        rows[(method, qid)] = (ids, pred)
-    return rows, len(records["id"])
+def _records(out: str) -> dict[tuple[str, str], tuple]:
+    """(method, id) -> what must agree between engines: ranking, gold rank, prompt and prediction."""
+    records = read_records(out).to_pydict()
+    keys = zip(records["method"], records["id"], strict=True)
+    values = zip(
+        records["context_ids"], records["gold_rank"], records["prompt_hash"], records["prediction"], strict=True
+    )
+    return dict(zip(keys, values, strict=True))
 
 
-def test_retrieval_equals_single_process(ray_local, tiny_data, minilm_reranker, tmp_path):
+def _keys(bucket: str, prefix: str) -> list[str]:
+    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data, minilm_reranker, caplog):
+    """Every retriever and the generating paths (gold context, retrieved context, HyDE) through
+    ray_jobs.evaluate, with data, indexes, records and the report on S3, against the single-process engine."""
+    data_uri = upload_dir(Path(tiny_data), s3_bucket, "t2ragbench")
+    methods = ["oracle", "bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker", "hyde"]
     fields = {
-        "methods": ["bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker"],
-        "retrieval_only": True,
-        "retrieval": {"reranker": minilm_reranker},
+        "methods": methods,
+        "retrieval_only_methods": ["base", "hybrid_bm25", "hybrid_rrf", "reranker"],
+        "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 40}},
+        "prompts": {"max_context_chars": 500, "hyde_max_tokens": 40},
+        "limit": 1,
+        "retrieval": {"index_uri": f"s3://{s3_bucket}/lancedb", "reranker": {**minilm_reranker, "max_length": 128}},
     }
-    local = run_local(_config(tiny_data, tmp_path / "local", **fields))
-    ray_cfg = _config(tiny_data, tmp_path / "ray", engine="ray", **fields)
-    distributed = run_ray(ray_cfg)
+    caplog.set_level(logging.INFO)
+    ray_out, local_out = f"s3://{s3_bucket}/runs/ray", f"s3://{s3_bucket}/runs/local"
+    distributed = run_ray(_config(data_uri, ray_out, engine="ray", **fields))
+    local = run_local(_config(data_uri, local_out, **fields))
     assert distributed["methods"] == local["methods"]  # the same JSON summary, number for number
-    local_rows, n_local = _records_by_method(tmp_path / "local")
-    ray_rows, n_ray = _records_by_method(tmp_path / "ray")
-    assert n_ray == n_local == 5 * 33 and ray_rows == local_rows  # identical rankings per question
-    assert (tmp_path / "ray" / "manifest.json").exists()
+    ray_rows = _records(ray_out)
+    assert ray_rows == _records(local_out)  # identical rankings, prompts and predictions per question
+    assert len(ray_rows) == 5 * 33 + 2 * 2  # retrieval for every question; oracle and HyDE for the sample
+
+    summary = local["methods"]
+    assert summary["oracle"]["weighted"]["generated"] == 2  # one sampled question per subset
+    assert "mrr@3" not in summary["oracle"]["weighted"]
+    assert summary["bm25"]["weighted"]["retrieved"] == 33 and summary["bm25"]["weighted"]["generated"] == 2
+    assert "number_match" not in summary["base"]["weighted"]  # retrieval-only in this run
+    assert summary["hyde"]["weighted"]["retrieved"] == 2  # HyDE retrieves for the sample only
+
+    record_keys = [k for k in _keys(s3_bucket, "runs/ray/records/") if not k.endswith("/")]  # skip folder markers
+    assert record_keys and all(k.endswith(".parquet") for k in record_keys)
+    assert {"runs/ray/summary.json", "runs/ray/manifest.json"} <= set(_keys(s3_bucket, "runs/ray/"))
+    assert any(k.endswith(".lance") or ".lance/" in k for k in _keys(s3_bucket, "lancedb/"))
+    stored = json.loads(boto3.client("s3").get_object(Bucket=s3_bucket, Key="runs/ray/summary.json")["Body"].read())
+    assert stored["methods"]["bm25"]["weighted"]["questions"] == 33
+
+    written = write_report(ray_out)
+    assert written["table3"] == f"{ray_out}/report/table3.md"
+    assert "runs/ray/report/methods.png" in _keys(s3_bucket, "runs/ray/report/")
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] not in caplog.text  # credentials never reach the logs
 
 
-def test_generation_equals_single_process(ray_local, tiny_data, tmp_path):
-    fields = {
-        "methods": ["pretrained_only", "oracle", "bm25", "hyde"],
-        "generator": {"preset": "smollm2-135m", "sampling": {"max_tokens": 48}},
-        "limit": 2,
-    }
-    local = run_local(_config(tiny_data, tmp_path / "local", **fields))
-    distributed = run_ray(_config(tiny_data, tmp_path / "ray", engine="ray", **fields))
-    assert distributed["methods"] == local["methods"]
-    assert local["methods"]["oracle"]["weighted"]["generated"] == 4  # 2 sampled questions per subset
-    assert "mrr@3" not in local["methods"]["oracle"]["weighted"]
-    assert local["methods"]["bm25"]["weighted"]["retrieved"] == 33  # retrieval for every question
-    assert local["methods"]["hyde"]["weighted"]["retrieved"] == 4  # HyDE retrieves for the sample only
-    local_rows, _ = _records_by_method(tmp_path / "local")
-    ray_rows, _ = _records_by_method(tmp_path / "ray")
-    assert ray_rows == local_rows
+def _generator_worker_pids() -> list[int]:
+    """Processes of the LocalGenerate pool (Ray titles each actor's process after its class)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                title = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "LocalGenerate" in title:
+                pids.append(int(entry.name))
+    return pids
 
 
-def _kill_generator_actor_once(ray, records_dir: Path, done: threading.Event, killed: list) -> None:
-    from ray.util.state import list_actors
-
-    deadline = time.time() + 120
+def _kill_generator_actor_once(records_dir: Path, done: threading.Event, killed: list) -> None:
+    deadline = time.time() + 240
     while time.time() < deadline and not done.is_set():
         if records_dir.exists() and any(records_dir.glob("*.parquet")):
-            for actor in list_actors(filters=[("state", "=", "ALIVE")]):
-                if "LocalGenerate" in (actor.class_name or "") and actor.pid:
-                    os.kill(actor.pid, signal.SIGKILL)
-                    killed.append(actor.pid)
-                    return
+            for pid in _generator_worker_pids():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            if killed:
+                return
         time.sleep(0.2)
 
 
@@ -90,11 +122,13 @@ def test_killed_actor_loses_nothing_and_duplicates_nothing(ray_local, tiny_data,
         out,
         engine="ray",
         methods=["oracle"],
-        generator={"preset": "smollm2-135m", "sampling": {"max_tokens": 40, "seed": 7}},
-        ray={"block_rows": 3, "generate_batch_size": 3},
+        limit=6,
+        generator={"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24, "seed": 7}},
+        # Blocks of 3 rows from prompt building on, so records are written (and resumable) 3 at a time.
+        ray={"block_rows": 3, "retrieve_batch_size": 3, "generate_batch_size": 3},
     )
     done, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_generator_actor_once, args=(ray_local, out / "records", done, killed))
+    killer = threading.Thread(target=_kill_generator_actor_once, args=(out / "records", done, killed))
     killer.start()
     try:
         try:
@@ -107,9 +141,9 @@ def test_killed_actor_loses_nothing_and_duplicates_nothing(ray_local, tiny_data,
     assert killed, "the generator actor was never killed mid-run"
     records = read_records(str(out))
     ids = records.column("id").to_pylist()
-    assert len(ids) == len(set(ids)) == 33  # complete and without duplicates
+    assert len(ids) == len(set(ids)) == 12  # the seeded sample of both subsets, complete and without duplicates
     assert pc.all(pc.is_valid(records.column("raw_output"))).as_py()
     # A rerun of the finished job computes nothing and reports the same numbers.
     again = run_ray(config)
-    assert read_records(str(out)).num_rows == 33
-    assert again["methods"]["oracle"]["weighted"]["generated"] == 33
+    assert read_records(str(out)).num_rows == 12
+    assert again["methods"]["oracle"]["weighted"]["generated"] == 12

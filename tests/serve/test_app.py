@@ -43,17 +43,6 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def short_system_prompt(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A short answer system prompt: the packaged one is ~600 tokens, slow for SmolLM2 on a busy 2-core machine."""
-    path = tmp_path_factory.mktemp("prompts") / "answer_system.md"
-    path.write_text(
-        'You answer questions about financial reports. Reply with one JSON object: {"reasoning_steps": [...], '
-        '"final_formula": "...", "computed_formula": "..."}.'
-    )
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def settings(data_dir, short_system_prompt):
     from serve.settings import ServeSettings
 
@@ -120,6 +109,7 @@ def served(settings, questions) -> Iterator[dict]:
     from .faults import StalledGenerator
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.shutdown()  # a driver left connected to the ray_jobs tests' head would refuse a second init
     ray.init(num_cpus=4, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
     try:
         port = _free_port()
