@@ -17,7 +17,6 @@ import tempfile
 import time
 
 import numpy as np
-import pyarrow.compute as pc
 
 from ray_jobs.build_index import embed_corpus
 from ray_jobs.common import init_ray
@@ -46,8 +45,8 @@ def run_cells(
     config = RunConfig.model_validate_json(config_json)
     system = RAGSystem(config)
     corpus = system.corpus(subset)
-    rows = system.questions.scored().filter(pc.equal(system.questions.scored().column("subset"), subset))
-    all_questions = rows.column("question").to_pylist()
+    rows = system.questions.subset(subset).scored()
+    all_questions = np.asarray(rows.column("question").to_pylist(), dtype=object)
     all_gold = np.asarray(rows.column("context_id").to_pylist(), dtype=object)
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,8 +55,7 @@ def run_cells(
             keep = sample_corpus_positions(len(corpus), fraction, seed)
             sub = corpus.select(keep.tolist(), name=f"{subset}-f{fraction:g}-s{seed}")
             in_corpus = np.isin(all_gold, np.asarray(sub.context_ids))
-            questions = [q for q, ok in zip(all_questions, in_corpus, strict=True) if ok]
-            gold = all_gold[in_corpus].tolist()
+            questions, gold = all_questions[in_corpus].tolist(), all_gold[in_corpus].tolist()
             for method in methods:
                 retriever = build_retriever(method, retrieval)
                 retriever.index(sub, vectors=vectors[keep])
@@ -98,7 +96,7 @@ def ablate_corpus_size(
         corpus = system.corpus(subset)
         start = time.perf_counter()
         vectors = embed_corpus(config, corpus)
-        questions = system.questions.scored().filter(pc.equal(system.questions.scored().column("subset"), subset))
+        questions = system.questions.subset(subset).scored()
         qvectors = system.embedder.embed_queries(questions.column("question").to_pylist())
         log.info(
             "[ablation] %s: embedded %d passages and %d questions in %.1fs",

@@ -183,14 +183,13 @@ class BuildPrompts(SystemStage):
         n = batch.num_rows
         out: dict[str, list] = {"messages_json": [None] * n, "params_json": [None] * n, "table_text": [None] * n}
         out["prompt_hash"] = [None] * n
-        ranked = batch.column("context_ids").to_pylist() if "context_ids" in batch.column_names else [None] * n
-        gold = batch.column("gold_context").to_pylist()
-        questions = batch.column("question").to_pylist()
         for (method_name, subset), rows in groups(batch, "method", "subset"):
             method = get_method(method_name)
-            ranked_rows = [ranked[i] for i in rows] if method.retrieves else None
-            contexts = self.system.contexts(method, subset, [gold[i] for i in rows], ranked_rows)
-            requests = self.system.answer_requests([questions[i] for i in rows], contexts)
+            part = batch.take(rows)
+            # Only retrieving methods have rankings (groups that never retrieve carry no context_ids column).
+            ranked = part.column("context_ids").to_pylist() if method.retrieves else None
+            contexts = self.system.contexts(method, subset, part.column("gold_context").to_pylist(), ranked)
+            requests = self.system.answer_requests(part.column("question").to_pylist(), contexts)
             prompt_rows = [request_row(r) for r in requests]
             set_rows(out["messages_json"], rows, [p["messages_json"] for p in prompt_rows])
             set_rows(out["params_json"], rows, [p["params_json"] for p in prompt_rows])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,6 +37,13 @@ def write_layout(root: Path, tables: dict[str, object], split: str = "dev") -> P
         folder.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, folder / f"{split}-00000-of-00001.parquet")
     return root
+
+
+def free_port() -> int:
+    """A TCP port on loopback that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def copy_sample(root: Path) -> Path:

@@ -14,8 +14,9 @@ from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.config import GeneratorConfig, build_generator
 from t2rag.generation.openai_http import OpenAIHTTPGenerator
 from t2rag.prompts import ANSWER_SCHEMA
+from tests.conftest import free_port
 
-from .conftest import FaultServer, free_port
+from .conftest import FaultServer
 
 SECRET = "sk-test-not-a-real-key-1234"
 

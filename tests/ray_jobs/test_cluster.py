@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,15 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import free_port
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_embedding_actors_run_on_the_gpu_nodes(tiny_data, tmp_path):
@@ -67,7 +62,7 @@ def test_embedding_actors_run_on_the_gpu_nodes(tiny_data, tmp_path):
 @pytest.fixture
 def ray_head(tmp_path):
     """A real Ray head with its dashboard, started with this environment's Python first on PATH."""
-    port, dashboard = _free_port(), _free_port()
+    port, dashboard = free_port(), free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", RAY_AUTH_MODE="disabled")
     cmd = [

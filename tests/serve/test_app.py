@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,18 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from tests.conftest import free_port
+
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
 SUBSET = "FinQA"
 ROWS = 100
 QUESTION_COUNT = 4
 ONE_LINE_MAX = 400
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +104,9 @@ def served(settings, questions) -> Iterator[dict]:
     from .faults import StalledGenerator
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.shutdown()  # a driver left connected to the ray_jobs tests' head would refuse a second init
     ray.init(num_cpus=4, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
     try:
-        port = _free_port()
+        port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         stalled = ServeSettings(
             data=settings.data, subsets=[SUBSET], methods=["pretrained_only"], generation_timeout_s=1.0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from t2rag.cli import build_parser
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,12 +38,6 @@ def test_a_bad_config_fails_before_ray_starts(tmp_path, capsys):
     assert err.startswith("t2rag: error:") and "nope" in err and "\n" not in err
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_foreground_run_serves_until_interrupted(tmp_path):
     from tests.conftest import real_table, write_layout
@@ -51,7 +45,7 @@ def test_foreground_run_serves_until_interrupted(tmp_path):
     data = write_layout(tmp_path / "sample", {"FinQA": real_table("FinQA").slice(0, 40)})
     config = tmp_path / "run.yaml"
     config.write_text(f"data: {{source: {data}}}\nmethods: [bm25]\n")
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "t2rag.cli", "serve", "--config", str(config), "--generator", "none"]
     command += ["--port", str(port)]
     log = (tmp_path / "serve.log").open("w+")
