@@ -27,14 +27,14 @@ def main() -> None:
 
     from ray_jobs.evaluate import run_ray
     from t2rag.config import load_config
-    from t2rag.pipeline.local import LocalEvaluation
+    from t2rag.pipeline.local import LocalEngine
 
     methods = args.methods.split(",")
     work = tempfile.mkdtemp()
     base = {"methods": methods, "retrieval_only": True, "ray": {"embed_cpus": os.cpu_count() or 1}}
-    LocalEvaluation(load_config(None, {**base, "out": f"{work}/warm"})).run()  # builds the indexes
+    LocalEngine(load_config(None, {**base, "out": f"{work}/warm"})).run()  # builds the indexes
 
-    runner = LocalEvaluation(load_config(None, {**base, "out": f"{work}/local"}))
+    runner = LocalEngine(load_config(None, {**base, "out": f"{work}/local"}))
     start = time.perf_counter()
     local = runner.run()
     local_s = time.perf_counter() - start
@@ -51,7 +51,7 @@ def main() -> None:
 
     print(f"methods: {', '.join(methods)}; {local['methods'][methods[0]]['weighted']['questions']} questions each")
     print(f"single process: {local_s:6.1f} s")
-    for stage, seconds in runner.stages.totals().items():
+    for stage, seconds in runner.log.totals().items():
         print(f"    {stage:14} {seconds:6.1f} s")
     print(f"ray_jobs       : {ray_s:6.1f} s   ratio ray/local time {ray_s / local_s:.2f}")
     for stage, seconds in manifest["stage_totals_s"].items():

@@ -1,7 +1,7 @@
 """Loopback load on the served `/retrieve`, compared with calling the retriever in process.
 
-For each retrieval method it first times `RAGSystem.retrieve` in this process on the same real questions, once as a
-single block and once question by question; then it sends up to --requests POST /retrieve requests at each
+For each retrieval method it first times the method's ranking stages in this process on the same real questions,
+once as a single block and once question by question; then it sends up to --requests POST /retrieve requests at each
 concurrency level (default 1, 8, 32; each level also stops after --level-cap-s seconds) and prints p50/p95/p99
 latency, requests/s, and served requests/s divided by each in-process rate.
 
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
@@ -87,26 +88,32 @@ def settings_for(args: argparse.Namespace):
 
 
 def in_process_rates(settings, questions: list[str], k: int, cap_s: float) -> dict[str, tuple[float, float]]:
-    """(block queries/s, one-at-a-time queries/s) per method, each on a fresh RAGSystem (no shared vector cache)."""
+    """(block queries/s, one-at-a-time queries/s) per method: its ranking stages in one process, each measured on a
+    fresh engine (no warm state shared between the two)."""
     from serve.deployments import index_lock
-    from t2rag.system import RAGSystem
+    from t2rag.pipeline.local import LocalEngine
 
     config = settings.run_config()
     subset = config.data.subsets[0]
     rates = {}
     for method in settings.served_methods(config):
+
+        def rank(engine: LocalEngine, texts: list[str], method=method) -> None:
+            batch = pa.table({"question": texts, "subset": [subset] * len(texts), "method": [method.name] * len(texts)})
+            engine.apply(method.stages, batch.append_column("k", pa.array([k] * len(texts))))
+
         with index_lock(config):
-            RAGSystem(config).retriever(method, subset)  # build (or reuse) the index outside the timings
-        system = RAGSystem(config)
-        system.retrieve(method, subset, ["warm-up: what was the total revenue?"], k)
+            LocalEngine(config).resources.retriever(method, subset)  # build (or reuse) the index outside the timings
+        engine = LocalEngine(config)
+        rank(engine, ["warm-up: what was the total revenue?"])
         started = time.perf_counter()
-        system.retrieve(method, subset, questions, k)
+        rank(engine, questions)
         block = len(questions) / (time.perf_counter() - started)
-        system = RAGSystem(config)
-        system.retrieve(method, subset, ["warm-up: what was the total revenue?"], k)
+        engine = LocalEngine(config)
+        rank(engine, ["warm-up: what was the total revenue?"])
         done, started = 0, time.perf_counter()
         for question in questions:
-            system.retrieve(method, subset, [question], k)
+            rank(engine, [question])
             done += 1
             if time.perf_counter() - started > cap_s:
                 break

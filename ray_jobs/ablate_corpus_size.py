@@ -1,6 +1,6 @@
 """Corpus-size ablation (the paper's Figure 4): MRR@3 as the corpus grows, per subset and method.
 
-    python -m ray_jobs.ablate_corpus_size --config configs/ablation_corpus_size.yaml [--fractions 0.2,0.4,...]
+    python -m ray_jobs.ablate_corpus_size --config configs/retrieval.yaml [--fractions 0.2,0.4,...]
 
 For every subset, fraction and seed a random share of the subset's contexts forms the corpus, and only questions
 whose gold context is in it are asked. Cells run as parallel Ray tasks (one per subset and seed); passages and
@@ -23,9 +23,9 @@ from ray_jobs.common import init_ray
 from t2rag.config import RunConfig, load_config
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k
 from t2rag.plots import plot_corpus_size
+from t2rag.resources import Resources
 from t2rag.retrieval import QueryBlock, build_retriever
 from t2rag.storage import join, write_bytes
-from t2rag.system import RAGSystem
 
 log = logging.getLogger("t2rag.progress")
 
@@ -43,9 +43,9 @@ def run_cells(
 ) -> list[dict]:
     """MRR@3 of each method on the sampled corpus of every fraction for one seed (runs as a Ray task)."""
     config = RunConfig.model_validate_json(config_json)
-    system = RAGSystem(config)
-    corpus = system.corpus(subset)
-    rows = system.questions.subset(subset).scored()
+    resources = Resources(config)
+    corpus = resources.corpus(subset)
+    rows = resources.questions.subset(subset).scored()
     all_questions = np.asarray(rows.column("question").to_pylist(), dtype=object)
     all_gold = np.asarray(rows.column("context_id").to_pylist(), dtype=object)
     out = []
@@ -87,17 +87,17 @@ def ablate_corpus_size(
     import ray
 
     methods = methods or [m for m in config.methods if m in ("bm25", "base", "hybrid_bm25", "hybrid_rrf")]
-    system = RAGSystem(config)
+    resources = Resources(config)
     config_json = config.model_dump_json()
     futures = []
     # One task per (subset, seed): each loads the questions once and walks the fractions.
     cells_task = ray.remote(num_cpus=1)(run_cells)
-    for subset in system.questions.subsets:
-        corpus = system.corpus(subset)
+    for subset in resources.questions.subsets:
+        corpus = resources.corpus(subset)
         start = time.perf_counter()
         vectors = embed_corpus(config, corpus)
-        questions = system.questions.subset(subset).scored()
-        qvectors = system.embedder.embed_queries(questions.column("question").to_pylist())
+        questions = resources.questions.subset(subset).scored()
+        qvectors = resources.embedder.embed_queries(questions.column("question").to_pylist())
         log.info(
             "[ablation] %s: embedded %d passages and %d questions in %.1fs",
             subset,

@@ -1,6 +1,6 @@
 """Embedding-model ablation (the paper's Table 4): Base-RAG with k = 5 for a list of embedders.
 
-    python -m ray_jobs.ablate_embedders --config configs/ablation_embedders.yaml \
+    python -m ray_jobs.ablate_embedders --config configs/retrieval.yaml \
         --models all-MiniLM-L6-v2,intfloat/multilingual-e5-large-instruct
 
 Each model is one Ray task (with the GPUs of `ray.embed_gpus`) running the retrieval-only evaluation of the

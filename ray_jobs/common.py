@@ -5,15 +5,32 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
 
-from t2rag.config import RayConfig, RunConfig
+from t2rag.config import RayConfig
 
 log = logging.getLogger("t2rag.progress")
 
 METER_NAME = "t2rag-stage-meter"
+
+
+@contextmanager
+def ray_session(cfg: RayConfig) -> Iterator[None]:
+    """Ray for the duration of a job: the running instance if there is one, else a connection (or a local cluster)
+    that is shut down when the job ends, so nothing of it outlives the job or prints after it."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    init_ray(cfg)
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def init_ray(cfg: RayConfig) -> None:
@@ -47,11 +64,6 @@ def dataset_from_table(table: pa.Table, block_rows: int):
     return ray.data.from_arrow(blocks)
 
 
-def config_kwargs(config: RunConfig) -> dict[str, str]:
-    """Constructor kwargs that hand the run config to every stage actor."""
-    return {"config_json": config.model_dump_json()}
-
-
 class StageMeter:
     """A tiny actor collecting rows and busy seconds per stage from every worker."""
 
@@ -80,18 +92,6 @@ def stage_meter():
     import ray
 
     return ray.remote(num_cpus=0)(StageMeter).options(name=METER_NAME, get_if_exists=True, lifetime=None).remote()
-
-
-def metered(stage: str, fn: Callable[[pa.Table], pa.Table]) -> Callable[[pa.Table], pa.Table]:
-    """Wrap a batch function so its rows and time are reported to the StageMeter."""
-
-    def run(batch: pa.Table) -> pa.Table:
-        start = time.perf_counter()
-        out = fn(batch)
-        report(stage, batch.num_rows, time.perf_counter() - start)
-        return out
-
-    return run
 
 
 def report(stage: str, rows: int, seconds: float) -> None:

@@ -18,7 +18,6 @@ from serve.deployments import EmbedderDeployment, GeneratorDeployment, Retriever
 from serve.ingress import RAGIngress
 from serve.settings import ServeSettings
 from t2rag.errors import ConfigError, T2RagError
-from t2rag.retrieval import build_retriever
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ def compose(settings: ServeSettings, generator: Application | None = None) -> Ap
     }
     batched = {"max_ongoing_requests": 2 * settings.max_batch_size, **health}
     retrieving = [m for m in methods if m.retrieves]
-    needs_vectors = any(build_retriever(m.retriever, config.retrieval).needs_query_vectors for m in retrieving)
+    needs_vectors = any("embed_queries" in m.stages for m in retrieving)
     embedder = (
         EmbedderDeployment.options(
             ray_actor_options={"num_cpus": settings.replica_cpus, "num_gpus": settings.embedder_gpus}, **batched

@@ -1,4 +1,5 @@
-"""The HTTP ingress: validates requests and composes the retriever and generator deployments through handles."""
+"""The HTTP ingress: validates requests, composes the retriever and generator deployments through handles, and runs
+the answering stages (`read_contexts`, `answer_prompts`, `parse_answers`) on the one-row batch of a request."""
 
 import asyncio
 import logging
@@ -8,6 +9,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+import pyarrow as pa
 from fastapi import FastAPI
 from ray import serve
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
@@ -35,13 +37,13 @@ from serve.schemas import (
     Usage,
 )
 from serve.settings import ServeSettings, corpus_names, default_corpus
-from t2rag.answer import extract_answer
 from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
-from t2rag.generation.base import ChatRequest, Generation, SamplingParams
+from t2rag.generation.base import ChatRequest, SamplingParams
+from t2rag.generation.requests import REQUEST_COLUMNS, request_row
 from t2rag.methods import METHODS, Method
-from t2rag.pipeline.answering import answer_columns
-from t2rag.system import RAGSystem
+from t2rag.resources import Resources
+from t2rag.stages.answer import AnswerPrompts, ParseAnswers, ReadContexts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -91,12 +93,9 @@ async def _awaited(response: Awaitable[T]) -> T:
     return await response
 
 
-def _usage(generation: Generation) -> Usage:
-    return Usage(
-        prompt_tokens=generation.prompt_tokens,
-        completion_tokens=generation.completion_tokens,
-        total_tokens=generation.prompt_tokens + generation.completion_tokens,
-    )
+def _usage(generation: dict[str, Any]) -> Usage:
+    prompt, completion = generation["prompt_tokens"] or 0, generation["completion_tokens"] or 0
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
 @serve.deployment(name="Ingress")
@@ -113,15 +112,18 @@ class RAGIngress:
         generator: DeploymentHandle | None,
     ):
         self.settings = settings
-        self.system = RAGSystem(config)
+        self.resources = Resources(config)
+        self.read_contexts = ReadContexts(self.resources)
+        self.answer_prompts = AnswerPrompts(self.resources)
+        self.parse_answers = ParseAnswers(self.resources)
         self.methods = {name: METHODS[name] for name in methods}
         self.retrievers = retrievers
         self.generator = generator
-        self.subsets = self.system.questions.subsets
+        self.subsets = self.resources.questions.subsets
         self.corpora = corpus_names(self.subsets)
         self.default_corpus = default_corpus(self.subsets)
         for name in self.corpora:  # build the corpora now: /answer reads context texts from them
-            self.system.corpus(name)
+            self.resources.corpus(name)
 
     # -- routes --------------------------------------------------------------------------------------------
     @api.get("/health", response_model=HealthResponse, summary="Liveness of the ingress")
@@ -142,8 +144,8 @@ class RAGIngress:
     async def retrieve(self, body: RetrieveRequest) -> RetrieveResponse:
         method = self._method(body.method, retrieving=True)
         corpus = self._corpus(body.subset)
-        contexts = await self._retrieve(method, corpus, body.question, body.k)
-        return RetrieveResponse(method=method.name, subset=corpus, contexts=contexts)
+        rows = await self._retrieve(method, corpus, body.question, body.k)
+        return RetrieveResponse(method=method.name, subset=corpus, contexts=[Context(**row) for row in rows])
 
     @api.post("/answer", response_model=AnswerResponse, responses=_GENERATION_ERRORS, summary="Retrieve and answer")
     async def answer(self, body: AnswerRequest) -> AnswerResponse:
@@ -153,21 +155,24 @@ class RAGIngress:
         generator = self._require_generator()
         if body.context_id is not None and method.reads != "gold":
             raise BadRequest(f"context_id applies only to method oracle, not {method.name}")
-        contexts: list[Context] = []
-        ranked_ids = None
-        gold = [""]
+        row: dict[str, Any] = {"subset": corpus, "method": method.name, "question": body.question, "k": body.k}
+        ranked: list[dict[str, Any]] = []
         if method.retrieves:
-            contexts = await self._retrieve(method, corpus, body.question, body.k)
-            ranked_ids = [[c.context_id for c in contexts]]
+            ranked = await self._retrieve(method, corpus, body.question, body.k, texts=False)
+            row["context_ids"] = [c["context_id"] for c in ranked]
         elif method.reads == "gold":
-            contexts = [self._gold_context(body.context_id, corpus)]
-            gold = [contexts[0].text]
+            gold = self._gold_context(body.context_id, corpus)
+            ranked = [{"context_id": gold.context_id, "subset": gold.subset, "score": None}]
+            row["gold_context"] = gold.text
+        batch = self.answer_prompts(self.read_contexts(pa.Table.from_pylist([row])))
+        texts = batch.column("reader_texts")[0].as_py()
+        contexts = [Context(**c, text=text) for c, text in zip(ranked, texts, strict=True)]
         retrieved = time.perf_counter()
-        texts = self.system.contexts(method, corpus, gold, ranked_ids, body.k)
-        requests = self.system.answer_requests([body.question], texts)
-        generation = await self._generate(generator, requests[0])
+        generation = await self._generate(generator, batch.select(list(REQUEST_COLUMNS)).to_pylist()[0])
         generated = time.perf_counter()
-        record = {name: values[0] for name, values in answer_columns(requests, [generation], texts, [None]).items()}
+        for name, value in generation.items():
+            batch = batch.append_column(name, pa.array([value]))
+        record = self.parse_answers(batch.append_column("reference", pa.nulls(1, pa.float64()))).to_pylist()[0]
         prediction = record["prediction"]
         return AnswerResponse(
             method=method.name,
@@ -175,10 +180,10 @@ class RAGIngress:
             prediction=prediction if prediction is not None and math.isfinite(prediction) else None,
             prediction_source=record["prediction_source"],
             formula=record["formula"],
-            reasoning_steps=list(extract_answer(generation.text).reasoning_steps),
+            reasoning_steps=record["reasoning_steps"],
             json_ok=bool(record["json_ok"]),
             formula_ok=bool(record["formula_ok"]),
-            raw_output=generation.text,
+            raw_output=generation["raw_output"],
             contexts=contexts,
             usage=_usage(generation),
             timings=Timings(
@@ -194,18 +199,20 @@ class RAGIngress:
         params = SamplingParams(temperature=body.temperature, top_p=body.top_p, max_tokens=body.max_tokens)
         request = ChatRequest(tuple({"role": m.role, "content": m.content} for m in body.messages), params)
         started = time.perf_counter()
-        generation = await self._generate(generator, request)
+        generation = await self._generate(generator, request_row(request))
         return GenerateResponse(
             id=f"chatcmpl-{uuid.uuid4().hex[:24]}",
             created=int(time.time()),
             model=self._model_name() or "unknown",
             choices=[
                 ChatChoice(
-                    index=0, message=ChatMessage(role="assistant", content=generation.text), finish_reason="stop"
+                    index=0,
+                    message=ChatMessage(role="assistant", content=generation["raw_output"]),
+                    finish_reason="stop",
                 )
             ],
             usage=_usage(generation),
-            text=generation.text,
+            text=generation["raw_output"],
             generation_s=round(time.perf_counter() - started, 4),
         )
 
@@ -237,7 +244,7 @@ class RAGIngress:
         return self.generator
 
     def _model_name(self) -> str | None:
-        generator = self.system.config.generator
+        generator = self.resources.config.generator
         return generator.model if generator is not None and self.generator is not None else None
 
     def _describe(self, method: Method) -> MethodInfo:
@@ -253,21 +260,22 @@ class RAGIngress:
     def _gold_context(self, context_id: str | None, corpus: str) -> Context:
         if context_id is None:
             raise BadRequest("method oracle reads a given gold context: pass its context_id")
-        docs = self.system.corpus(corpus)
-        try:
-            position = docs.context_ids.index(context_id)
-        except ValueError:
-            raise BadRequest(f"unknown context_id '{context_id}' in corpus {corpus}") from None
+        docs = self.resources.corpus(corpus)
+        position = docs.positions.get(context_id)
+        if position is None:
+            raise BadRequest(f"unknown context_id '{context_id}' in corpus {corpus}")
         return Context(context_id=context_id, subset=docs.subsets[position], score=None, text=docs.texts[position])
 
-    async def _retrieve(self, method: Method, corpus: str, question: str, k: int) -> list[Context]:
-        response = self.retrievers[method.name].retrieve.remote(question, corpus, k)
-        rows = await _call(response, self.settings.retrieval_timeout_s, f"retriever {method.name}")
-        return [Context(**row) for row in rows]
+    async def _retrieve(
+        self, method: Method, corpus: str, question: str, k: int, texts: bool = True
+    ) -> list[dict[str, Any]]:
+        response = self.retrievers[method.name].retrieve.remote(question, corpus, k, texts)
+        return await _call(response, self.settings.retrieval_timeout_s, f"retriever {method.name}")
 
-    async def _generate(self, generator: DeploymentHandle, request: ChatRequest) -> Generation:
+    async def _generate(self, generator: DeploymentHandle, request: dict[str, str]) -> dict[str, Any]:
+        """Generation columns for one request row; an engine failure is a 502."""
         response = generator.generate.remote(request)
-        generation: Generation = await _call(response, self.settings.generation_timeout_s, "generator")
-        if generation.error is not None:
-            raise BadGateway(f"generation failed: {generation.error}")
+        generation: dict[str, Any] = await _call(response, self.settings.generation_timeout_s, "generator")
+        if generation["generation_error"] is not None:
+            raise BadGateway(f"generation failed: {generation['generation_error']}")
         return generation

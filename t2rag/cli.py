@@ -11,6 +11,7 @@ import logging
 import math
 import sys
 from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from t2rag.errors import T2RagError
 
@@ -37,8 +38,12 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default=None, help="split to load (default: all present)")
 
 
+#: Where `--json` documents go: the real stdout, while everything else printed during the command goes to stderr.
+_json_out: TextIO | None = None
+
+
 def print_json(obj: object) -> None:
-    print(json.dumps(_finite(obj), indent=None, sort_keys=False))
+    print(json.dumps(_finite(obj), indent=None, sort_keys=False), file=_json_out or sys.stdout)
 
 
 def _finite(obj: object) -> object:
@@ -230,6 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     _quiet_libraries()
+    global _json_out
+    if getattr(args, "json", False):
+        # Ray forwards worker and raylet lines to the driver's stdout, and libraries print there too: during a
+        # --json command only the one JSON document reaches stdout, everything else goes to stderr.
+        _json_out, sys.stdout = sys.stdout, sys.stderr
     try:
         return args.func(args)
     except T2RagError as exc:
@@ -238,6 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("t2rag: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if _json_out is not None:
+            sys.stdout, _json_out = _json_out, None
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""The paper's RAG methods (Table 3) as small compositions of steps, registered by name.
+"""The RAG methods (the paper's Table 3 plus bm25 and RRF), each a registered composition of pipeline stages.
 
-Each method says how to form the retrieval query, which texts are indexed, which retriever ranks them, and which
-texts the generator reads. The runners (single-process, Ray, Serve) interpret these specs; none of them hard-codes
-a method.
+A method names the stages that turn a question into a ranking (`stages`, names from `t2rag.stages.STAGES`, in
+order) and configures the shared ones: which retriever ranks, which texts are indexed and which texts the generator
+reads. Every engine runs `Method.chain(...)` as it is; none of them knows a method by name.
 """
 
 from __future__ import annotations
@@ -10,19 +10,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-QuerySource = Literal["question", "hyde"]
 IndexTexts = Literal["context", "summary"]
 ReaderInput = Literal["none", "gold", "retrieved_context", "retrieved_summary"]
+
+#: Stages of every retrieval whose retriever reads dense query vectors.
+DENSE = ("embed_queries", "retrieve")
+#: Stages of a lexical retrieval.
+LEXICAL = ("retrieve",)
+#: Stages that answer a question from what the method reads (they run for the generation sample only).
+ANSWER = ("read_contexts", "answer_prompts", "generate", "parse_answers")
 
 
 @dataclass(frozen=True)
 class Method:
-    """One RAG method: query -> (index, retriever) -> texts the generator reads."""
+    """One RAG method: the stages that rank contexts for a question, then the answering stages."""
 
     name: str
     description: str
     retriever: str | None = None  # a name from t2rag.retrieval.RETRIEVERS; None: no retrieval
-    query: QuerySource = "question"
+    stages: tuple[str, ...] = ()  # question -> ranking; empty for methods that do not retrieve
     index_texts: IndexTexts = "context"
     reads: ReaderInput = "retrieved_context"
 
@@ -32,8 +38,12 @@ class Method:
 
     @property
     def retrieval_needs_generator(self) -> bool:
-        """HyDE writes the query and summary methods index generated summaries."""
-        return self.query == "hyde" or self.index_texts == "summary"
+        """A generating stage before retrieval (HyDE), or an index of generated summaries."""
+        return "generate" in self.stages or self.index_texts == "summary"
+
+    def chain(self, generate: bool) -> tuple[str, ...]:
+        """The stages a question of this method goes through: ranking, then answering when it is generated."""
+        return self.stages + (ANSWER if generate else ())
 
 
 METHODS: dict[str, Method] = {
@@ -41,25 +51,27 @@ METHODS: dict[str, Method] = {
     for m in [
         Method("pretrained_only", "the question alone, no context", reads="none"),
         Method("oracle", "the question with its own gold context", reads="gold"),
-        Method("base", "dense top-k (Base-RAG)", retriever="base"),
-        Method("bm25", "BM25 top-k", retriever="bm25"),
+        Method("base", "dense top-k (Base-RAG)", retriever="base", stages=DENSE),
+        Method("bm25", "BM25 top-k", retriever="bm25", stages=LEXICAL),
         Method(
             "hybrid_bm25",
             "dense top-k fused with normalised BM25 (the paper's Hybrid BM25)",
             retriever="hybrid_bm25",
+            stages=DENSE,
         ),
-        Method("hybrid_rrf", "reciprocal-rank fusion of dense and BM25", retriever="hybrid_rrf"),
-        Method("reranker", "cross-encoder over a 3k dense pool", retriever="reranker"),
+        Method("hybrid_rrf", "reciprocal-rank fusion of dense and BM25", retriever="hybrid_rrf", stages=DENSE),
+        Method("reranker", "cross-encoder over a 3k dense pool", retriever="base", stages=(*DENSE, "rerank")),
         Method(
             "hyde",
             "dense search with the embedding of a generated hypothetical document",
             retriever="base",
-            query="hyde",
+            stages=("hyde_prompts", "generate", "hyde_query", *DENSE),
         ),
         Method(
             "summarization",
             "index and read generated summaries of every context",
             retriever="base",
+            stages=DENSE,
             index_texts="summary",
             reads="retrieved_summary",
         ),
@@ -67,6 +79,7 @@ METHODS: dict[str, Method] = {
             "sumcontext",
             "retrieve over summaries, read the original contexts",
             retriever="base",
+            stages=DENSE,
             index_texts="summary",
             reads="retrieved_context",
         ),
@@ -84,7 +97,6 @@ PAPER_METHODS: tuple[str, ...] = (
     "summarization",
     "sumcontext",
 )
-RETRIEVAL_METHODS: tuple[str, ...] = tuple(name for name, m in METHODS.items() if m.retrieves)
 
 
 def get_method(name: str) -> Method:

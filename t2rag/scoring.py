@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass
 
@@ -15,9 +16,13 @@ import pyarrow.parquet as pq
 from t2rag.answer import predict_value
 from t2rag.data.load import QuestionSet
 from t2rag.errors import InputError
+from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, summarize
+from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
+from t2rag.pipeline.records import summarize_records, to_records
 from t2rag.storage import filesystem_for
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -28,7 +33,7 @@ class Predictions:
     prediction: list[object] | None = None
     context_ids: list[list[str] | None] | None = None
     method: list[str] | None = None
-    generated: list[bool] | None = None  # from `raw_output` validity in run records
+    records: dict[str, list] | None = None  # a run's scored columns (RECORD_COLUMNS), taken as they are
     origin: str = ""
 
     def rows(self, mask: np.ndarray) -> Predictions:
@@ -42,9 +47,13 @@ class Predictions:
             sub(self.prediction),
             sub(self.context_ids),
             sub(self.method),
-            sub(self.generated),
+            None if self.records is None else {k: sub(v) for k, v in self.records.items()},
             self.origin,
         )
+
+
+#: Columns that make a predictions file a run's records: scored already, so they are not parsed or ranked again.
+RECORD_COLUMNS = ("method", "context_ids", "gold_rank", "prediction", "number_match")
 
 
 def read_predictions(path: str) -> Predictions:
@@ -93,16 +102,14 @@ def _from_columns(columns: dict[str, list], origin: str) -> Predictions:
             if value is not None and (isinstance(value, str) or not hasattr(value, "__iter__")):
                 raise InputError(f"{origin}: row {n + 1}: 'context_ids' must be a list of ids")
         context_ids = [None if v is None else [str(x) for x in v] for v in context_ids]
-    generated = None
-    if "raw_output" in columns:
-        generated = [v is not None for v in columns["raw_output"]]
     method = columns.get("method")
+    records = {k: columns[k] for k in RECORD_COLUMNS} if all(k in columns for k in RECORD_COLUMNS) else None
     return Predictions(
         ids=[str(i) for i in ids],
         prediction=columns.get("prediction"),
         context_ids=context_ids,
         method=None if method is None else [str(m) for m in method],
-        generated=generated,
+        records=records,
         origin=origin,
     )
 
@@ -113,39 +120,51 @@ def score_predictions(
     retrieval_metrics: tuple[str, ...] = DEFAULT_RETRIEVAL_METRICS,
 ) -> dict:
     """Summaries per subset and weighted; with a `method` column, one summary per method under "methods"."""
+    summaries = summarize_records(prediction_records(questions, preds), retrieval_metrics)
     if preds.method is None:
-        return _score_one(questions, preds, retrieval_metrics)
-    methods = list(dict.fromkeys(preds.method))
-    method_arr = np.asarray(preds.method, dtype=object)
-    return {"methods": {m: _score_one(questions, preds.rows(method_arr == m), retrieval_metrics) for m in methods}}
+        return summaries.get(NO_METHOD) or {"subsets": {}, "weighted": {"questions": 0}}
+    return {"methods": summaries}
 
 
-def _score_one(questions: QuestionSet, preds: Predictions, retrieval_metrics: tuple[str, ...]) -> dict:
-    dups = [i for i, c in Counter(preds.ids).items() if c > 1]
+#: The method name of predictions that name none.
+NO_METHOD = ""
+
+
+def prediction_records(questions: QuestionSet, preds: Predictions) -> pa.Table:
+    """Records for a predictions file: what run records already hold is taken as is; a bare prediction is
+    read as a number (or parsed as model output) and a ranking is ranked against the gold context."""
+    methods = preds.method or [NO_METHOD] * len(preds.ids)
+    dups = [key for key, c in Counter(zip(methods, preds.ids, strict=True)).items() if c > 1]
     if dups:
-        raise InputError(f"{preds.origin}: {len(dups)} duplicate ids, e.g. {dups[:3]}")
+        raise InputError(f"{preds.origin}: {len(dups)} duplicate ids, e.g. {[i for _, i in dups[:3]]}")
     try:
         rows = questions.take_ids(preds.ids)
     except Exception as exc:
         raise InputError(f"{preds.origin}: {exc}") from exc
     keep = np.asarray([r is None for r in rows.column("excluded_reason").to_pylist()], dtype=bool)
-    skipped = int((~keep).sum())
-    rows = rows.filter(pa.array(keep))
-    preds = preds.rows(keep)
-    subsets = np.asarray(rows.column("subset").to_pylist(), dtype=object)
-
-    kwargs: dict = {"retrieval_metrics": retrieval_metrics}
-    if preds.prediction is not None:
-        contexts = rows.column("context").to_pylist()
-        values = [predict_value(v, table=ctx).value for v, ctx in zip(preds.prediction, contexts, strict=True)]
-        kwargs["predictions"] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-        kwargs["references"] = rows.column("answer_value").to_numpy(zero_copy_only=False).astype(np.float64)
-        if preds.generated is not None:
-            kwargs["generated"] = np.asarray(preds.generated, dtype=bool)
-    if preds.context_ids is not None:
-        kwargs["ranks"] = gold_ranks(preds.context_ids, rows.column("context_id").to_pylist())
-        kwargs["retrieved"] = np.asarray([c is not None for c in preds.context_ids], dtype=bool)
-    summary = summarize(subsets, **kwargs)
-    if skipped:
-        summary["excluded_skipped"] = skipped
-    return summary
+    if not keep.all():
+        log.warning("%s: %d predictions are for excluded questions and are not scored", preds.origin, (~keep).sum())
+    rows, preds = rows.filter(pa.array(keep)), preds.rows(keep)
+    methods = preds.method or [NO_METHOD] * len(preds.ids)
+    columns: dict[str, object] = {
+        "id": preds.ids,
+        "subset": rows.column("subset"),
+        "method": methods,
+        "reference": rows.column("answer_value"),
+    }
+    if preds.records is not None:
+        columns.update(preds.records)
+    else:
+        if preds.prediction is not None:
+            contexts = rows.column("context").to_pylist()
+            values = [predict_value(v, table=c).value for v, c in zip(preds.prediction, contexts, strict=True)]
+            references = rows.column("answer_value").to_pylist()
+            columns["prediction"] = values
+            columns["number_match"] = [number_match_one(v, r) for v, r in zip(values, references, strict=True)]
+        if preds.context_ids is not None:
+            ranks = gold_ranks(preds.context_ids, rows.column("context_id").to_pylist())
+            columns["context_ids"] = preds.context_ids
+            columns["gold_rank"] = [
+                None if c is None else int(r) for c, r in zip(preds.context_ids, ranks, strict=True)
+            ]
+    return to_records(pa.table({k: columns[k] for k in columns}))

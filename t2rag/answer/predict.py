@@ -29,6 +29,7 @@ class Prediction:
     formula: str | None = None
     json_ok: bool = False
     formula_ok: bool = False
+    reasoning_steps: tuple[str, ...] = ()
 
 
 _NO_PREDICTION = Prediction(value=None, source="none")
@@ -46,11 +47,11 @@ def predict(raw_text: str, table: str | None = None) -> Prediction:
     if formula is not None:
         value = evaluate_formula(formula, table)
         if value is not None:
-            return Prediction(value, "formula", formula, parsed.json_ok, formula_ok=True)
+            return Prediction(value, "formula", formula, parsed.json_ok, True, parsed.reasoning_steps)
     computed = parse_number(parsed.computed_formula)
     if computed is not None:
-        return Prediction(computed, "computed", formula, parsed.json_ok)
-    return Prediction(None, "none", formula, parsed.json_ok)
+        return Prediction(computed, "computed", formula, parsed.json_ok, False, parsed.reasoning_steps)
+    return Prediction(None, "none", formula, parsed.json_ok, False, parsed.reasoning_steps)
 
 
 def predict_value(value: object, table: str | None = None) -> Prediction:

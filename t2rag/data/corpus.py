@@ -58,6 +58,14 @@ class Corpus:
             h.update(b"\1")
         return h.hexdigest()[:16]
 
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        """Position of every context id."""
+        return {cid: i for i, cid in enumerate(self.context_ids)}
+
+    def texts_of(self, ids: list[str]) -> list[str]:
+        return [self.texts[self.positions[cid]] for cid in ids]
+
     def to_arrow(self) -> pa.Table:
         return pa.table(
             {"context_id": list(self.context_ids), "subset": list(self.subsets), "text": list(self.texts)},

@@ -1,10 +1,10 @@
 """vLLM through Ray Data's LLM processor: the production engine on GPU clusters.
 
-`build_vllm_processor` returns a processor that ray_jobs applies to a streaming dataset of prompt rows (columns
-`messages_json` and `sampling_json`, anything else passes through); `VLLMRayGenerator` wraps the same processor
-behind the one-batch `Generator` interface for the single-process runner. Engine settings (tensor parallelism,
-replicas, prefix caching, quantisation) come from `GeneratorConfig` and are shared with serving
-(`vllm_engine_kwargs`).
+`build_vllm_processor` returns a processor that ray_jobs applies to a streaming dataset of request rows (columns
+`messages_json` and `params_json`, see t2rag.generation.requests; anything else passes through);
+`VLLMRayGenerator` wraps the same processor behind the one-batch `Generator` interface for the single-process
+engine. Engine settings (tensor parallelism, replicas, prefix caching, quantisation) come from `GeneratorConfig` and
+are shared with serving (`vllm_engine_kwargs`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from t2rag.generation.base import ChatRequest, Generation, Generator, SamplingParams
 from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.requests import request_row
 
 
 def vllm_engine_kwargs(config: GeneratorConfig) -> dict[str, Any]:
@@ -61,15 +62,6 @@ def sampling_dict(params: SamplingParams, constrained_json: bool) -> dict[str, A
     return out
 
 
-def request_row(request: ChatRequest) -> dict[str, str]:
-    """Engine-agnostic prompt columns for one request (JSON strings keep the Arrow schema flat and fixed)."""
-    return {"messages_json": json.dumps(list(request.messages)), "params_json": request.params.model_dump_json()}
-
-
-def request_from_row(row: dict[str, Any]) -> ChatRequest:
-    return ChatRequest(tuple(json.loads(row["messages_json"])), SamplingParams.model_validate_json(row["params_json"]))
-
-
 def make_preprocess(constrained_json: bool):
     """Prompt row -> the processor's input (`messages`, `sampling_params`); other columns pass through."""
 
@@ -82,9 +74,6 @@ def make_preprocess(constrained_json: bool):
         }
 
     return preprocess
-
-
-OUTPUT_COLUMNS = ("raw_output", "prompt_tokens", "completion_tokens", "generation_error")
 
 
 def postprocess(row: dict[str, Any]) -> dict[str, Any]:

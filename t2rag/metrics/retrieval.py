@@ -102,8 +102,3 @@ def recall_at_k(ranks: np.ndarray, k: int) -> float:
 def ndcg_at_k(ranks: np.ndarray, k: int) -> float:
     """NDCG@k with binary relevance and one relevant document (ideal DCG = 1), as a fraction."""
     return _mean(dcg_at_k(ranks, k))
-
-
-def retrieval_metric(name: str, ranks: np.ndarray) -> float:
-    """Compute a metric named like 'recall@5' from gold ranks, as a fraction."""
-    return _mean(per_query(name, np.asarray(ranks)))

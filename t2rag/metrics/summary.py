@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from t2rag.data.schema import SUBSETS
-from t2rag.metrics.number_match import number_match as number_match_fn
-from t2rag.metrics.retrieval import per_query
 
 DEFAULT_RETRIEVAL_METRICS: tuple[str, ...] = ("mrr@3", "mrr@5", "recall@1", "recall@3", "recall@5", "ndcg@3")
 
@@ -59,52 +57,6 @@ def summary_from_totals(
     """`{"subsets": {name: {...}}, "weighted": {...}}` from per-subset totals."""
     per_subset = {name: totals[name].entry(retrieval_metrics) for name in ordered_subsets(list(totals))}
     return drop_empty_groups({"subsets": per_subset, "weighted": weighted_average(per_subset)})
-
-
-def summarize(
-    subsets: Sequence[str] | np.ndarray,
-    *,
-    predictions: np.ndarray | None = None,
-    references: np.ndarray | None = None,
-    ranks: np.ndarray | None = None,
-    generated: np.ndarray | None = None,
-    retrieved: np.ndarray | None = None,
-    retrieval_metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS,
-) -> dict[str, dict]:
-    """Summarise per-question results.
-
-    predictions/references (floats, NaN for none) give Number Match over the rows where `generated` is true
-    (all rows when it is None); ranks give retrieval metrics over rows where `retrieved` is true.
-    """
-    subsets = np.asarray(subsets, dtype=object)
-    all_rows = np.ones(len(subsets), dtype=bool)
-    if predictions is not None:
-        if references is None:
-            raise ValueError("number match needs references")
-        gen = all_rows if generated is None else np.asarray(generated, dtype=bool)
-        matches = number_match_fn(predictions, references)
-        non_numeric = np.isnan(np.asarray(references, dtype=np.float64))
-    if ranks is not None:
-        ret = all_rows if retrieved is None else np.asarray(retrieved, dtype=bool)
-        values = {m: per_query(m, np.asarray(ranks)) for m in retrieval_metrics}
-
-    totals: dict[str, SubsetTotals] = {}
-    for name in ordered_subsets(subsets):
-        in_subset = subsets == name
-        t = SubsetTotals(questions=int(in_subset.sum()))
-        if predictions is not None:
-            rows = in_subset & gen
-            t.generated, t.matched, t.non_numeric = (
-                int(rows.sum()),
-                int(matches[rows].sum()),
-                int(non_numeric[rows].sum()),
-            )
-        if ranks is not None:
-            rows = in_subset & ret
-            t.retrieved = int(rows.sum())
-            t.metric_sums = {m: float(v[rows].sum()) for m, v in values.items()}
-        totals[name] = t
-    return summary_from_totals(totals, retrieval_metrics)
 
 
 def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:

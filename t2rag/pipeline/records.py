@@ -1,27 +1,29 @@
-"""Per-question result records: the Arrow columns every runner writes and `t2rag score`/`report` read.
-
-Stages exchange these columns (questions -> retrievals -> prompts -> generations -> scores):
+"""Per-question result records: one row per (method, question id), written by every engine in blocks, read by
+the summary, `t2rag score` and `t2rag report`. The columns (the stage that fills each is in t2rag.stages):
 
 | column | type | stage | meaning |
 |---|---|---|---|
-| id, subset, method | string | questions | question id, its subset, the method name |
-| context_ids | list<string> | retrievals | ranked context ids as returned (null: the method does not retrieve) |
-| scores | list<float64> | retrievals | the retriever's scores, same order (NaN where a method has none) |
-| gold_rank | int32 | retrievals | 1-based rank of the gold context, 0 when absent, null without retrieval |
-| prompt_hash | string | prompts | hash of the chat messages sent to the generator |
-| raw_output | string | generations | the model's text (null: not generated) |
-| prompt_tokens, completion_tokens | int32 | generations | token counts reported by the engine |
-| generation_s | float64 | generations | seconds spent generating (0 for a cache hit) |
-| generation_error | string | generations | why the engine gave no text (the question then counts as wrong) |
-| formula, prediction_source | string | scores | formula read from the output; which field gave the prediction |
-| prediction | float64 | scores | the predicted number, null when none could be read |
-| json_ok, formula_ok, number_match | bool | scores | output parsed as JSON; formula evaluated; Number Match |
-| reference | float64 | scores | the reference answer as a number (null when it is not one) |
+| id, subset, method | string | plan | question id, its subset, the method name |
+| context_ids | list<string> | retrieve, rerank | ranked context ids as returned (null: the method does not retrieve) |
+| parse_answers | list<float64> | retrieve, rerank | the retriever's scores, same order (NaN where a method has none) |
+| gold_rank | int32 | retrieve, rerank | 1-based rank of the gold context, 0 when absent, null without retrieval |
+| prompt_hash | string | answer_prompts | hash of the chat messages sent to the generator |
+| raw_output | string | generate | the model's text (null: not generated) |
+| prompt_tokens, completion_tokens | int32 | generate | token counts reported by the engine |
+| generation_s | float64 | generate | seconds spent generating (0 for a cache hit) |
+| generation_error | string | generate | why the engine gave no text (the question then counts as wrong) |
+| formula, prediction_source | string | parse_answers | formula read from the output; which field gave the prediction |
+| prediction | float64 | parse_answers | the predicted number, null when none could be read |
+| json_ok, formula_ok, number_match | bool | parse_answers | output parsed as JSON; formula evaluated; Number Match |
+| reference | float64 | plan | the reference answer as a number (null when it is not one) |
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import time
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +33,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from t2rag.metrics.retrieval import per_query
-from t2rag.metrics.summary import SubsetTotals, summary_from_totals
+from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, SubsetTotals, summary_from_totals
 from t2rag.storage import filesystem_for, join
 
 RECORD_SCHEMA = pa.schema(
@@ -60,30 +62,28 @@ RECORD_SCHEMA = pa.schema(
 
 RECORDS_DIR = "records"
 
-
-def empty_columns(n: int) -> dict[str, list]:
-    return {f.name: [None] * n for f in RECORD_SCHEMA}
+log = logging.getLogger(__name__)
 
 
-def to_table(columns: dict[str, list]) -> pa.Table:
-    """Build a record table; missing columns are null."""
-    n = len(columns["id"])
-    full = empty_columns(n)
-    full.update(columns)
-    return pa.table({f.name: pa.array(full[f.name], f.type) for f in RECORD_SCHEMA}, schema=RECORD_SCHEMA)
+def to_records(batch: pa.Table) -> pa.Table:
+    """Project a stage batch onto the record schema (columns a batch lacks are null)."""
+    columns = {}
+    for fld in RECORD_SCHEMA:
+        if fld.name in batch.column_names:
+            columns[fld.name] = pc.cast(batch.column(fld.name), fld.type)
+        else:
+            columns[fld.name] = pa.nulls(batch.num_rows, fld.type)
+    return pa.table(columns, schema=RECORD_SCHEMA)
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)
+def new_part_name(engine: str) -> str:
+    """A record file name no other writer (engine, process or attempt) will choose."""
+    return f"{engine}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
 
 
-def part_path(out: str, method: str, subset: str, part: str = "0") -> str:
-    return join(out, RECORDS_DIR, f"{_safe(method)}__{_safe(subset)}__{part}.parquet")
-
-
-def write_records(out: str, method: str, subset: str, table: pa.Table, part: str = "0") -> str:
-    """Write one (method, subset) part atomically: to a temporary name, then renamed into place."""
-    fs, path = filesystem_for(part_path(out, method, subset, part))
+def write_records(out: str, table: pa.Table, part: str) -> str:
+    """Write one block of records atomically: to a temporary name, then renamed into place."""
+    fs, path = filesystem_for(join(out, RECORDS_DIR, f"{_safe(part)}.parquet"))
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     tmp = path + ".tmp"
     pq.write_table(table.cast(RECORD_SCHEMA), tmp, filesystem=fs)
@@ -91,20 +91,52 @@ def write_records(out: str, method: str, subset: str, table: pa.Table, part: str
     return path
 
 
-def read_records(out: str) -> pa.Table:
-    """All records of a run (empty table when there are none)."""
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)
+
+
+def record_files(out: str) -> tuple[pafs.FileSystem, list[str]]:
     fs, path = filesystem_for(join(out, RECORDS_DIR))
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return RECORD_SCHEMA.empty_table()
-    files = [i.path for i in fs.get_file_info(pafs.FileSelector(path, recursive=True)) if i.path.endswith(".parquet")]
+        return fs, []
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    return fs, sorted(i.path for i in infos if i.path.endswith(".parquet"))
+
+
+def read_records(out: str, columns: list[str] | None = None) -> pa.Table:
+    """All records of a run (empty table when there are none), optionally only some columns."""
+    fs, files = record_files(out)
+    schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
     if not files:
-        return RECORD_SCHEMA.empty_table()
-    return pads.dataset(sorted(files), filesystem=fs, format="parquet", schema=RECORD_SCHEMA).to_table()
+        return schema.empty_table()
+    return pads.dataset(files, filesystem=fs, format="parquet", schema=RECORD_SCHEMA).to_table(columns=columns)
+
+
+def done_keys(out: str) -> set[tuple[str, str]]:
+    """(method, id) pairs that already have records; unreadable (half-written) files are removed."""
+    fs, files = record_files(out)
+    keys: set[tuple[str, str]] = set()
+    for path in files:
+        try:
+            table = pq.read_table(path, columns=["method", "id"], filesystem=fs)
+        except (OSError, pa.ArrowInvalid):
+            log.warning("removing unreadable record file %s (from an interrupted write)", path)
+            fs.delete_file(path)
+            continue
+        keys.update(zip(table.column("method").to_pylist(), table.column("id").to_pylist(), strict=True))
+    return keys
+
+
+#: The record columns the metrics read.
+METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference"]
 
 
 def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Table:
-    """Per-record values whose per-(method, subset) sums are the summary totals (see SubsetTotals)."""
-    generated = pc.is_valid(table.column("raw_output")).to_numpy(zero_copy_only=False)
+    """Per-record values whose per-(method, subset) sums are the summary totals (see SubsetTotals).
+
+    A record counts as generated when it has a Number Match verdict and as retrieved when it has a gold rank.
+    """
+    generated = pc.is_valid(table.column("number_match")).to_numpy(zero_copy_only=False)
     matched = generated & table.column("number_match").fill_null(False).to_numpy(zero_copy_only=False)
     non_numeric = generated & pc.is_null(table.column("reference")).to_numpy(zero_copy_only=False)
     retrieved = pc.is_valid(table.column("gold_rank")).to_numpy(zero_copy_only=False)
@@ -122,37 +154,27 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
     return pa.table(columns)
 
 
-def totals_from_sums(rows: list[dict], retrieval_metrics: tuple[str, ...]) -> dict[str, dict[str, SubsetTotals]]:
-    """Per-method, per-subset totals from aggregated rows with `count` and `sum(<column>)` fields."""
-    out: dict[str, dict[str, SubsetTotals]] = {}
-    for row in rows:
-        out.setdefault(row["method"], {})[row["subset"]] = SubsetTotals(
-            questions=int(row["count()"]),
-            generated=int(row["sum(generated)"]),
-            matched=int(row["sum(matched)"]),
-            non_numeric=int(row["sum(non_numeric)"]),
-            retrieved=int(row["sum(retrieved)"]),
-            metric_sums={m: float(row[f"sum({m})"]) for m in retrieval_metrics},
-        )
-    return out
+def summarize_records(
+    records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAULT_RETRIEVAL_METRICS
+) -> dict[str, dict]:
+    """Per-method summaries from records: the one scoring route of runs, reports and `t2rag score`.
 
-
-def summarize_records(records: pa.Table, retrieval_metrics: tuple[str, ...]) -> dict[str, dict]:
-    """Per-method summaries from records alone (no dataset needed), with the same totals as the Ray reduce."""
+    Methods come in order of first appearance; nothing is parsed or ranked again.
+    """
     if records.num_rows == 0:
         return {}
     values = metric_values(records, retrieval_metrics)
     sums = ["generated", "matched", "non_numeric", "retrieved", *retrieval_metrics]
     grouped = values.group_by(["method", "subset"]).aggregate([("method", "count"), *((c, "sum") for c in sums)])
-    rows = [
-        {
-            "method": r["method"],
-            "subset": r["subset"],
-            "count()": r["method_count"],
-            **{f"sum({c})": r[f"{c}_sum"] for c in sums},
-        }
-        for r in grouped.to_pylist()
-    ]
-    totals = totals_from_sums(rows, retrieval_metrics)
+    totals: dict[str, dict[str, SubsetTotals]] = {}
+    for r in grouped.to_pylist():
+        totals.setdefault(r["method"], {})[r["subset"]] = SubsetTotals(
+            questions=int(r["method_count"]),
+            generated=int(r["generated_sum"]),
+            matched=int(r["matched_sum"]),
+            non_numeric=int(r["non_numeric_sum"]),
+            retrieved=int(r["retrieved_sum"]),
+            metric_sums={m: float(r[f"{m}_sum"]) for m in retrieval_metrics},
+        )
     order = list(dict.fromkeys(records.column("method").to_pylist()))
     return {m: summary_from_totals(totals[m], retrieval_metrics) for m in order}

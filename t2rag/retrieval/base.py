@@ -37,6 +37,7 @@ class Hits:
         return [s[i >= 0].tolist() for s, i in zip(self.scores, self.indices, strict=True)]
 
     def head(self, n: int) -> Hits:
+        """The first n results of every query."""
         return Hits(self.indices[:, :n], self.scores[:, :n])
 
     @staticmethod

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from t2rag.retrieval.base import Retriever
+from t2rag.retrieval.bm25 import BM25Retriever
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.embedder import EmbedderConfig
 from t2rag.retrieval.hybrid import HybridBM25Retriever, HybridRRFRetriever
-from t2rag.retrieval.reranker import RerankerConfig, RerankRetriever
-from t2rag.retrieval.sparse import BM25Retriever
+from t2rag.retrieval.reranker import RerankerConfig
 from t2rag.retrieval.tokenize import TOKENIZERS
 
 
@@ -71,16 +71,12 @@ RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
     "base": _dense,
     "hybrid_bm25": lambda c: HybridBM25Retriever(_dense(c), _bm25(c), c.hybrid.alpha, c.hybrid.beta),
     "hybrid_rrf": lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates),
-    "reranker": lambda c: RerankRetriever(_dense(c), c.reranker),
 }
 
 
-_NEEDS_VECTORS = {"bm25": False, "base": True, "hybrid_bm25": True, "hybrid_rrf": True, "reranker": True}
-
-
 def needs_query_vectors(name: str) -> bool:
-    """Whether a retriever consumes dense query embeddings (so an embedding stage must run before it)."""
-    return _NEEDS_VECTORS[name]
+    """Whether a retriever searches with dense query embeddings (and so reads a dense index)."""
+    return name != "bm25"
 
 
 def build_retriever(name: str, config: RetrievalConfig | None = None) -> Retriever:

@@ -8,9 +8,9 @@ import numpy as np
 
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
+from t2rag.retrieval.bm25 import BM25Retriever
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.fusion import paper_hybrid, rrf
-from t2rag.retrieval.sparse import BM25Retriever
 
 
 class HybridBM25Retriever(IndexedMixin, Retriever):

@@ -1,4 +1,5 @@
-"""Cross-encoder reranking of a dense candidate pool (pool = 3 x k by default, as in the paper)."""
+"""The cross-encoder that re-scores a candidate pool (pool = 3 x k by default, as in the paper); the `rerank` stage
+(t2rag/stages/rerank.py) applies it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from t2rag.data.corpus import Corpus
-from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
-from t2rag.retrieval.dense import DenseRetriever
+from t2rag.retrieval.base import Hits
 from t2rag.retrieval.embedder import resolve_model_path
 from t2rag.retrieval.ranking import top_n
 
@@ -69,32 +69,3 @@ class CrossEncoderScorer:
         order, best = top_n(scores, min(n, pool.indices.shape[1]), valid=pool.indices >= 0)
         indices = np.where(order >= 0, np.take_along_axis(pool.indices, np.maximum(order, 0), axis=1), -1)
         return Hits(indices, best)
-
-
-class RerankRetriever(IndexedMixin, Retriever):
-    """Dense retrieval of pool_factor x k candidates, reordered by a cross-encoder."""
-
-    name = "reranker"
-    needs_query_vectors = True
-
-    def __init__(self, dense: DenseRetriever, config: RerankerConfig | None = None):
-        self.dense = dense
-        self.config = config or RerankerConfig()
-        self._scorer: CrossEncoderScorer | None = None
-
-    @property
-    def scorer(self) -> CrossEncoderScorer:
-        if self._scorer is None:
-            self._scorer = CrossEncoderScorer(self.config)
-        return self._scorer
-
-    def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
-        self._corpus = corpus
-        self.dense.index(corpus, vectors)
-
-    def pool(self, queries: Sequence[str] | QueryBlock, k: int) -> Hits:
-        return self.dense.search(as_block(queries), k, depth=self.config.pool_factor * k)
-
-    def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
-        block = as_block(queries)
-        return self.scorer.rerank(block.texts, self.pool(block, k), self.corpus, result_depth(k, depth))

@@ -53,7 +53,7 @@ def test_computed_json_number() -> None:
 
 def test_nothing_usable() -> None:
     prediction = predict(answer("divide(1, 0)", "N/A"))
-    assert prediction == Prediction(None, "none", "divide(1, 0)", json_ok=True, formula_ok=False)
+    assert prediction == Prediction(None, "none", "divide(1, 0)", json_ok=True, reasoning_steps=("x",))
     assert predict("I cannot answer this.") == Prediction(None, "none")
 
 

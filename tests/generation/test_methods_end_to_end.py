@@ -65,12 +65,14 @@ def test_every_method_in_process(tiny_data, minilm_reranker, short_system_prompt
     result = run_local(config)
     _check_run(result, tmp_path / "run", tiny_data, capsys)
     # Summaries were generated once and stored: a second run over the same corpus reuses them.
-    from t2rag.system import RAGSystem
+    from t2rag.resources import Resources
+    from t2rag.stages.context_summaries import ensure_context_summaries
 
-    system = RAGSystem(config)
+    resources = Resources(config)
     calls = []
-    system.generate = lambda *a, **k: calls.append(a) or []  # any generation would be recorded here
-    summaries = system.summary_corpus(system.corpus("FinQA"))
+    summaries = ensure_context_summaries(
+        resources, resources.corpus("FinQA"), generate=calls.append
+    )  # records any call
     assert calls == [] and len(summaries) == 4 and all(t for t in summaries.texts)
 
 

@@ -8,14 +8,8 @@ import pytest
 
 from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.config import PRESETS
-from t2rag.generation.vllm_ray import (
-    make_preprocess,
-    postprocess,
-    processor_config,
-    request_from_row,
-    request_row,
-    vllm_engine_kwargs,
-)
+from t2rag.generation.requests import request_from_row, request_row
+from t2rag.generation.vllm_ray import make_preprocess, postprocess, processor_config, vllm_engine_kwargs
 from t2rag.prompts import ANSWER_SCHEMA, Prompts
 
 

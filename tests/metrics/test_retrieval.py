@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_measures import RR, R, nDCG
 
-from t2rag.metrics import gold_ranks, mrr_at_k, ndcg_at_k, recall_at_k, summarize
+from t2rag.metrics import gold_ranks, mrr_at_k, ndcg_at_k, recall_at_k
 
 
 def test_gold_ranks_hand_worked():
@@ -67,26 +67,3 @@ def test_agrees_with_ir_measures(cases):
         assert mrr_at_k(ranks, k) == pytest.approx(_ir_measures(ranked, gold, RR @ k).mean())
         assert recall_at_k(ranks, k) == pytest.approx(_ir_measures(ranked, gold, R @ k).mean())
         assert ndcg_at_k(ranks, k) == pytest.approx(_ir_measures(ranked, gold, nDCG @ k).mean())
-
-
-def test_summary_weighted_average_is_question_weighted():
-    subsets = np.array(["FinQA"] * 3 + ["TAT-DQA"] * 1, dtype=object)
-    ranks = np.array([1, 0, 0, 1])
-    preds = np.array([1.0, 2.0, np.nan, 5.0])
-    refs = np.array([1.0, 3.0, 1.0, 5.0])
-    out = summarize(subsets, predictions=preds, references=refs, ranks=ranks, retrieval_metrics=("recall@1",))
-    assert out["subsets"]["FinQA"]["recall@1"] == pytest.approx(100 / 3, abs=1e-3)
-    assert out["subsets"]["TAT-DQA"]["recall@1"] == 100.0
-    assert out["weighted"]["recall@1"] == pytest.approx(50.0)  # (3 * 33.33 + 1 * 100) / 4, not (33.33 + 100) / 2
-    assert out["weighted"]["number_match"] == pytest.approx(50.0)
-    assert out["weighted"]["questions"] == 4
-
-
-def test_summary_real_sample_perfect_and_empty_retrieval(sample):
-    table = sample.scored()
-    gold = table.column("context_id").to_pylist()
-    subsets = np.array(table.column("subset").to_pylist(), dtype=object)
-    perfect = summarize(subsets, ranks=gold_ranks([[g, "other"] for g in gold], gold))
-    assert perfect["weighted"]["mrr@3"] == 100.0 and perfect["subsets"]["FinQA"]["retrieved"] == 883
-    second = summarize(subsets, ranks=gold_ranks([["other", g] for g in gold], gold))
-    assert second["weighted"]["mrr@3"] == 50.0 and second["weighted"]["recall@1"] == 0.0

@@ -29,7 +29,7 @@ def test_embedding_actors_run_on_the_gpu_nodes(tiny_data, tmp_path):
 
     from ray_jobs.build_index import embed_corpus
     from t2rag.config import load_config
-    from t2rag.system import RAGSystem
+    from t2rag.resources import Resources
 
     ray.shutdown()
     store = 200 * 2**20
@@ -46,7 +46,7 @@ def test_embedding_actors_run_on_the_gpu_nodes(tiny_data, tmp_path):
                 "ray": {"embed_actors": 2, "embed_gpus": 1, "embed_batch_size": 2},
             },
         )
-        corpus = RAGSystem(config).corpus("FinQA")
+        corpus = Resources(config).corpus("FinQA")
         vectors = embed_corpus(config, corpus)
         assert vectors.shape == (len(corpus), 384)
         gpu_node_ids = {n.node_id for n in gpu_nodes}

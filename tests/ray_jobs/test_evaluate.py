@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +19,7 @@ import pytest
 
 from ray_jobs.evaluate import run_ray
 from t2rag.config import load_config
+from t2rag.pipeline import local
 from t2rag.pipeline.local import run_local
 from t2rag.pipeline.records import read_records
 from t2rag.report import write_report
@@ -90,7 +94,7 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
 
 
 def _generator_worker_pids() -> list[int]:
-    """Processes of the LocalGenerate pool (Ray titles each actor's process after its class)."""
+    """Processes of the `generate` stage's pool (Ray titles each actor's process after its class)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -98,9 +102,12 @@ def _generator_worker_pids() -> list[int]:
                 title = (entry / "cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if "LocalGenerate" in title:
+            if GENERATE_ACTOR.search(title):
                 pids.append(int(entry.name))
     return pids
+
+
+GENERATE_ACTOR = re.compile(r"(?<![A-Za-z])Generate(?![A-Za-z])")
 
 
 def _kill_generator_actor_once(records_dir: Path, done: threading.Event, killed: list) -> None:
@@ -147,3 +154,68 @@ def test_killed_actor_loses_nothing_and_duplicates_nothing(ray_local, tiny_data,
     again = run_ray(config)
     assert read_records(str(out)).num_rows == 12
     assert again["methods"]["oracle"]["weighted"]["generated"] == 12
+
+
+def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data, tmp_path, monkeypatch):
+    """Stopped after two record blocks on the single-process engine, finished on Ray: one record per
+    (method, id) and the numbers of an uninterrupted run."""
+    fields = {
+        "methods": ["oracle", "bm25", "base"],
+        "retrieval_only_methods": ["base"],
+        "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24}},
+        "limit": 2,
+    }
+    whole = run_local(_config(tiny_data, tmp_path / "whole", **fields))
+
+    out = tmp_path / "switched"
+    written = []
+    write = local.write_records
+
+    def write_then_stop(*args, **kwargs):
+        if len(written) == 2:
+            raise KeyboardInterrupt  # as if the user pressed Ctrl-C here
+        written.append(write(*args, **kwargs))
+
+    monkeypatch.setattr(local, "write_records", write_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_local(_config(tiny_data, out, **fields))
+    monkeypatch.undo()
+    partial = read_records(str(out))
+    assert 0 < partial.num_rows < read_records(str(tmp_path / "whole")).num_rows
+
+    finished = run_ray(_config(tiny_data, out, engine="ray", **fields))
+    records = read_records(str(out))
+    keys = list(zip(records.column("method").to_pylist(), records.column("id").to_pylist(), strict=True))
+    assert len(keys) == len(set(keys)) == read_records(str(tmp_path / "whole")).num_rows
+    assert finished["methods"] == whole["methods"]
+    assert {str(p) for p in written} <= {str(p) for p in (out / "records").iterdir()}  # kept, not recomputed
+    # Back on the single-process engine: nothing left to do, the same numbers.
+    assert run_local(_config(tiny_data, out, **fields))["methods"] == whole["methods"]
+    assert read_records(str(out)).num_rows == len(keys)
+
+
+WORKER_NOISE = """
+import sys
+import threading
+
+if sys.argv and sys.argv[0].endswith("default_worker.py"):  # a Ray worker: print once its output is redirected
+    timer = threading.Timer(3.0, lambda: print("noise printed by a Ray worker", flush=True))
+    timer.daemon = True
+    timer.start()
+"""
+
+
+def test_json_output_is_only_json_on_the_ray_engine(tiny_data, tmp_path):
+    """`t2rag eval --engine ray --json` in a fresh process (its own Ray) whose workers print to stdout, as the
+    raylet's worker warnings do: Ray forwards those lines to the driver, and they must reach stderr, not stdout."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(WORKER_NOISE)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    argv = [sys.executable, "-m", "t2rag.cli", "eval", "--engine", "ray", "--data", tiny_data, "--methods", "bm25"]
+    argv += ["--retrieval-only", "--out", str(tmp_path / "cli"), "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "noise printed by a Ray worker" in done.stderr  # forwarded, and sent to stderr
+    result = json.loads(done.stdout)  # the whole of stdout is one JSON document
+    assert result["methods"]["bm25"]["weighted"]["questions"] == 33
+    assert done.stdout.count("\n") == 1

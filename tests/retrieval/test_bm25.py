@@ -8,7 +8,7 @@ from rank_bm25 import BM25Okapi
 
 from t2rag.data import build_corpora
 from t2rag.retrieval import build_retriever
-from t2rag.retrieval.bm25 import BM25Matrix
+from t2rag.retrieval.bm25_matrix import BM25Matrix
 from t2rag.retrieval.ranking import top_n
 from t2rag.retrieval.tokenize import numeric_tokenize, whitespace_tokenize
 

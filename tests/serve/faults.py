@@ -6,13 +6,11 @@ import asyncio
 
 from ray import serve
 
-from t2rag.generation.base import ChatRequest, Generation
-
 
 @serve.deployment(name="Generator")
 class StalledGenerator:
     """Takes far longer than any test timeout; Serve cancels it when the ingress gives up."""
 
-    async def generate(self, request: ChatRequest) -> Generation:
+    async def generate(self, request: dict[str, str]) -> dict[str, object]:
         await asyncio.sleep(60)
-        return Generation(text="too late")
+        return {"raw_output": "too late", "generation_error": None}

@@ -62,18 +62,21 @@ def questions(settings) -> list[dict]:
 
 def _in_process_rankings(settings, questions) -> dict[str, tuple[list, list]]:
     """Rankings from the in-process core on the same config, for the first few questions."""
+    import pyarrow as pa
+
     from serve.deployments import index_lock
     from t2rag.methods import get_method
-    from t2rag.system import RAGSystem
+    from t2rag.pipeline.local import LocalEngine
 
-    system = RAGSystem(settings.run_config())
+    engine = LocalEngine(settings.run_config())
     texts = [q["question"] for q in questions]
     out = {}
-    with index_lock(system.config):  # the dense index is built once, here or by the base replica
+    with index_lock(engine.config):  # the dense index is built once, here or by the base replica
         for name in ("bm25", "base"):
-            hits, corpus = system.retrieve(get_method(name), SUBSET, texts, k=3)
-            out[name] = (hits.context_ids(corpus), hits.score_lists())
-    system.close()
+            batch = pa.table({"question": texts, "subset": [SUBSET] * len(texts), "method": [name] * len(texts)})
+            ranked = engine.apply(get_method(name).stages, batch)
+            out[name] = (ranked.column("context_ids").to_pylist(), ranked.column("scores").to_pylist())
+    engine.resources.close()
     return out
 
 

@@ -1,0 +1,87 @@
+"""A run's lifecycle, the same for every engine: claim the output, find what is done, and finish with the summary.
+
+done = start_run(config, overwrite)      # refuse a different config's folder, list finished (method, id)
+... an engine computes plan_work(config, questions, done) and writes record blocks ...
+summary = finish_run(config, log, started, engine="local")
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from t2rag.config import RunConfig
+from t2rag.errors import ConfigError, InputError
+from t2rag.methods import get_method
+from t2rag.pipeline.manifest import build_manifest, read_json, write_json
+from t2rag.pipeline.progress import StageLog
+from t2rag.pipeline.records import METRIC_COLUMNS, done_keys, read_records, summarize_records
+from t2rag.storage import filesystem_for, is_s3
+
+
+def check_methods(config: RunConfig) -> None:
+    """Refuse runs that would need a generator but have none."""
+    if config.generator is not None:
+        return
+    if any(config.generates(m) for m in config.methods):
+        raise ConfigError("generating answers needs a generator: pass --generator NAME or use --retrieval-only")
+    for name in config.methods:
+        if get_method(name).retrieval_needs_generator:
+            raise ConfigError(f"method '{name}' needs a generator even for retrieval: pass --generator NAME")
+
+
+def prepare_out(config: RunConfig, overwrite: bool) -> None:
+    """Allow resuming a run of the same config; refuse (or, with overwrite, clear) results of another config."""
+    previous = read_json(config.out, "manifest.json")
+    if previous is not None and previous.get("fingerprint") != config.fingerprint():
+        if not overwrite:
+            raise ConfigError(
+                f"{config.out} holds results of a different configuration; choose another --out or pass --overwrite"
+            )
+        if is_s3(config.out):
+            fs, path = filesystem_for(config.out)
+            fs.delete_dir_contents(path, missing_dir_ok=True)
+        else:
+            shutil.rmtree(config.out, ignore_errors=True)
+    # Claim the folder before any record is written, so a killed run can only be resumed by the same config.
+    write_json(config.out, "manifest.json", {"fingerprint": config.fingerprint(), "config": config.model_dump()})
+
+
+def start_run(config: RunConfig, overwrite: bool = False) -> set[tuple[str, str]]:
+    """Validate, claim the output folder, and return the (method, id) pairs that already have records."""
+    check_methods(config)
+    prepare_out(config, overwrite)
+    return done_keys(config.out)
+
+
+def run_records(config: RunConfig, columns: list[str] | None = None) -> pa.Table:
+    """The run's records of the configured methods; more than one record per (method, id) is an error."""
+    records = read_records(config.out, columns)
+    records = records.filter(pc.is_in(records.column("method"), pa.array(config.methods, pa.string())))
+    keys = Counter(zip(records.column("method").to_pylist(), records.column("id").to_pylist(), strict=True))
+    repeated = [key for key, n in keys.items() if n > 1]
+    if repeated:
+        raise InputError(
+            f"{config.out}: {len(repeated)} (method, id) pairs have more than one record, e.g. {repeated[0]}"
+        )
+    return records
+
+
+def finish_run(config: RunConfig, log: StageLog, started: float, engine: str, **manifest_extra: object) -> dict:
+    """Summarise the records, write summary.json and manifest.json, and return the summary."""
+    records = run_records(config, [*METRIC_COLUMNS, "id", "prompt_tokens", "completion_tokens"])
+    with log.stage("score", records.num_rows):
+        scored = summarize_records(records)
+    result = {"methods": {m: scored[m] for m in config.methods if m in scored}, "out": config.out}
+    tokens = {
+        "prompt": int(pc.sum(records.column("prompt_tokens")).as_py() or 0),
+        "completion": int(pc.sum(records.column("completion_tokens")).as_py() or 0),
+    }
+    write_json(config.out, "summary.json", result)
+    manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)
+    manifest.update(engine=engine, **manifest_extra)
+    write_json(config.out, "manifest.json", manifest)
+    return result

@@ -1,0 +1,113 @@
+"""What the stages of one process share, loaded lazily and once: data, corpora, indexes, models and the generator.
+
+A Resources object makes no decision about any method: it hands a stage the corpus, retriever or model the
+stage asks for. The single-process engine holds one; every Ray actor and Serve replica holds its own.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from t2rag.config import RunConfig
+from t2rag.data import POOLED, Corpus, QuestionSet, build_corpora, build_corpus, load_questions
+from t2rag.errors import ConfigError, InputError
+from t2rag.generation.base import Generator
+from t2rag.generation.config import GeneratorConfig, build_generator
+from t2rag.methods import Method
+from t2rag.pipeline.progress import StageLog
+from t2rag.prompts import Prompts
+from t2rag.retrieval import Retriever, build_retriever
+from t2rag.retrieval.embedder import Embedder
+
+
+class Resources:
+    """The loaded state of one run config in one process."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        questions: QuestionSet | None = None,
+        log: StageLog | None = None,
+        generator: Generator | None = None,
+    ):
+        self.config = config
+        self.log = log or StageLog()
+        self.prompts = Prompts(config.prompts)
+        self._questions = questions
+        self._generator = generator
+        self._retrievers: dict[tuple[str, str], Retriever] = {}
+        self._summaries: dict[str, Corpus] = {}
+
+    # -- data ----------------------------------------------------------------------------------------------
+    @property
+    def questions(self) -> QuestionSet:
+        if self._questions is None:
+            d = self.config.data
+            with self.log.stage("load", 0):
+                self._questions = load_questions(d.source, d.subsets, d.split)
+        return self._questions
+
+    @cached_property
+    def corpora(self) -> dict[str, Corpus]:
+        return build_corpora(self.questions, self.config.data.pooled_corpus)
+
+    @cached_property
+    def pooled_corpus(self) -> Corpus:
+        return build_corpus(self.questions, None)
+
+    def corpus(self, subset: str | None) -> Corpus:
+        """A subset's corpus; None (or "pooled") means all loaded subsets pooled into one."""
+        if subset is None or subset == POOLED:
+            return self.pooled_corpus
+        try:
+            return self.corpora[subset]
+        except KeyError:
+            raise InputError(f"unknown subset '{subset}' (loaded: {', '.join(self.corpora)})") from None
+
+    def context_summary_corpus(self, corpus: Corpus) -> Corpus:
+        """The corpus with every context replaced by its generated summary (generated here when not stored)."""
+        from t2rag.stages.context_summaries import ensure_context_summaries
+
+        if corpus.fingerprint not in self._summaries:
+            self._summaries[corpus.fingerprint] = ensure_context_summaries(self, corpus)
+        return self._summaries[corpus.fingerprint]
+
+    def index_corpus(self, method: Method, subset: str | None) -> Corpus:
+        """The texts a method searches: the subset's contexts, or their summaries."""
+        corpus = self.corpus(subset)
+        return self.context_summary_corpus(corpus) if method.index_texts == "summary" else corpus
+
+    # -- models and indexes --------------------------------------------------------------------------------
+    @property
+    def generator_config(self) -> GeneratorConfig:
+        if self.config.generator is None:
+            raise ConfigError("this needs a generator: set generator in the config or pass --generator")
+        return self.config.generator
+
+    @property
+    def generator(self) -> Generator:
+        if self._generator is None:
+            self._generator = build_generator(self.generator_config)
+        return self._generator
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return Embedder(self.config.retrieval.embedder)
+
+    def retriever(self, method: Method, subset: str | None) -> Retriever:
+        """The method's retriever, indexed on its corpus (built once per retriever and corpus)."""
+        if method.retriever is None:
+            raise InputError(f"method '{method.name}' does not retrieve")
+        corpus = self.index_corpus(method, subset)
+        key = (method.retriever, corpus.fingerprint)
+        if key not in self._retrievers:
+            retriever = build_retriever(method.retriever, self.config.retrieval)
+            with self.log.stage("index", len(corpus), retriever=method.retriever, corpus=corpus.name):
+                retriever.index(corpus)
+            self._retrievers[key] = retriever
+        return self._retrievers[key]
+
+    def close(self) -> None:
+        if self._generator is not None:
+            self._generator.close()
+            self._generator = None

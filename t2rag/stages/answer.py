@@ -1,0 +1,107 @@
+"""The answering stages: what the generator reads, the answer prompt, and the parsed, scored prediction."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from t2rag.answer import predict
+from t2rag.generation.base import ChatRequest, SamplingParams
+from t2rag.generation.requests import request_columns
+from t2rag.methods import get_method
+from t2rag.metrics.number_match import number_match_one
+from t2rag.prompts import ANSWER_SCHEMA
+from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
+
+TEXTS_TYPE = pa.list_(pa.string())
+
+
+class ReadContexts(Stage):
+    """`context_ids` (retrieving methods), `gold_context` (oracle), `k` (optional) -> `reader_texts`.
+
+    What the generator reads, as the row's method prescribes: nothing, the gold context, the top k retrieved
+    contexts, or the top k retrieved contexts' summaries.
+    """
+
+    name = "read_contexts"
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        texts: list = [None] * batch.num_rows
+        ranked = column(batch, "context_ids")
+        gold = column(batch, "gold_context")
+        ks = row_k(batch, self.config.retrieval.k)
+        for (method_name, subset), rows in groups(batch, "method", "subset"):
+            method = get_method(method_name)
+            if method.reads == "none":
+                set_rows(texts, rows, [[] for _ in rows])
+                continue
+            if method.reads == "gold":
+                set_rows(texts, rows, [[gold[i]] for i in rows])
+                continue
+            corpus = self.resources.corpus(subset)
+            if method.reads == "retrieved_summary":
+                corpus = self.resources.context_summary_corpus(corpus)
+            text_of = dict(zip(corpus.context_ids, corpus.texts, strict=True))
+            set_rows(texts, rows, [[text_of[cid] for cid in ranked[i][: ks[i]]] for i in rows])
+        return with_columns(batch, {"reader_texts": pa.array(texts, TEXTS_TYPE)})
+
+
+class AnswerPrompts(Stage):
+    """`question`, `reader_texts` -> `messages_json`, `params_json`, `prompt_hash`, and `table_text` (the texts
+    whose markdown tables feed the formula's table operations)."""
+
+    name = "answer_prompts"
+
+    @property
+    def params(self) -> SamplingParams:
+        generator = self.resources.generator_config
+        schema = ANSWER_SCHEMA if generator.constrained_json else None
+        return generator.sampling.model_copy(update={"json_schema": schema})
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        prompts, params = self.resources.prompts, self.params
+        contexts = batch.column("reader_texts").to_pylist()
+        questions = batch.column("question").to_pylist()
+        requests = [ChatRequest(prompts.answer(q, c), params) for q, c in zip(questions, contexts, strict=True)]
+        return with_columns(
+            batch,
+            {
+                **request_columns(requests),
+                "prompt_hash": pa.array([r.prompt_hash() for r in requests], pa.string()),
+                "table_text": pa.array(["\n\n".join(c) if c else None for c in contexts], pa.string()),
+            },
+        )
+
+
+SCORE_TYPES: dict[str, pa.DataType] = {
+    "formula": pa.string(),
+    "prediction_source": pa.string(),
+    "prediction": pa.float64(),
+    "json_ok": pa.bool_(),
+    "formula_ok": pa.bool_(),
+    "number_match": pa.bool_(),
+    "reasoning_steps": pa.list_(pa.string()),
+}
+
+
+class ParseAnswers(Stage):
+    """`raw_output`, `table_text`, `reference` -> `formula`, `prediction_source`, `prediction`, `json_ok`,
+    `formula_ok`, `number_match`, `reasoning_steps` (the answer module's policy, then Number Match)."""
+
+    name = "parse_answers"
+    stateful = False
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        cols: dict[str, list] = {name: [] for name in SCORE_TYPES}
+        outputs = batch.column("raw_output").to_pylist()
+        tables = column(batch, "table_text")
+        references = batch.column("reference").to_pylist()
+        for text, table, reference in zip(outputs, tables, references, strict=True):
+            pred = predict(text or "", table=table)
+            cols["formula"].append(pred.formula)
+            cols["prediction_source"].append(pred.source)
+            cols["prediction"].append(pred.value)
+            cols["json_ok"].append(pred.json_ok)
+            cols["formula_ok"].append(pred.formula_ok)
+            cols["number_match"].append(number_match_one(pred.value, reference))
+            cols["reasoning_steps"].append(list(pred.reasoning_steps))
+        return with_columns(batch, {name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items()})

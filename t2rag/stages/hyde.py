@@ -1,0 +1,45 @@
+"""HyDE: the generator writes a hypothetical report excerpt for each question, and that excerpt is the dense query.
+
+The method composes `hyde_prompts` -> `generate` -> `hyde_query` before the usual dense retrieval stages; the
+template is t2rag/prompts/hyde.md and its length `prompts.hyde_max_tokens`.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from t2rag.generation.requests import GENERATION_COLUMNS, REQUEST_COLUMNS, free_text_requests
+from t2rag.stages.base import Stage, with_columns
+
+
+class HydePrompts(Stage):
+    """`question` -> `messages_json`, `params_json` asking for a hypothetical excerpt."""
+
+    name = "hyde_prompts"
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        prompts = self.resources.prompts
+        messages = [prompts.hyde(q) for q in batch.column("question").to_pylist()]
+        requests = free_text_requests(self.resources.generator_config, messages, prompts.config.hyde_max_tokens)
+        return with_columns(batch, requests)
+
+
+class HydeQuery(Stage):
+    """`raw_output` -> `query_text` (the question itself when generation failed) and `query_as_passage`;
+    the generation and request columns are dropped so the answer stages start clean."""
+
+    name = "hyde_query"
+    stateful = False
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        docs = batch.column("raw_output").to_pylist()
+        questions = batch.column("question").to_pylist()
+        query = [d if d else q for d, q in zip(docs, questions, strict=True)]
+        drop = [c for c in [*GENERATION_COLUMNS, *REQUEST_COLUMNS] if c in batch.column_names]
+        return with_columns(
+            batch.drop_columns(drop),
+            {
+                "query_text": pa.array(query, pa.string()),
+                "query_as_passage": pa.array([True] * batch.num_rows, pa.bool_()),
+            },
+        )

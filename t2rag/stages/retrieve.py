@@ -1,0 +1,74 @@
+"""The retrieval stage: rank a subset's corpus for every question, one block search per (method, subset, k)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from t2rag.config import RunConfig
+from t2rag.data.corpus import Corpus
+from t2rag.methods import Method, get_method
+from t2rag.metrics.retrieval import gold_ranks
+from t2rag.retrieval import Hits, QueryBlock
+from t2rag.retrieval.base import result_depth
+from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
+from t2rag.stages.embed import vectors_of
+
+RANKING_TYPES: dict[str, pa.DataType] = {
+    "context_ids": pa.list_(pa.string()),
+    "scores": pa.list_(pa.float64()),
+    "gold_rank": pa.int32(),
+}
+
+
+def search_depth(method: Method, config: RunConfig, k: int) -> int:
+    """Results a method's search returns: max(k, 5), or more when a later stage of the method asks for more."""
+    from t2rag.stages import STAGES
+
+    wanted = [STAGES[name].candidates(config, k) for name in method.stages]
+    return max([result_depth(k), *(n for n in wanted if n is not None)])
+
+
+def ranking_columns(hits: Hits, corpus: Corpus, gold: list[str | None]) -> dict[str, list]:
+    """Ranked ids, scores and the 1-based rank of the gold context (0: absent; null: no gold id given)."""
+    ids = hits.context_ids(corpus)
+    ranks = gold_ranks(ids, [g or "" for g in gold]).astype(np.int32).tolist()
+    return {
+        "context_ids": ids,
+        "scores": hits.score_lists(),
+        "gold_rank": [r if g is not None else None for r, g in zip(ranks, gold, strict=True)],
+    }
+
+
+def ranking_arrays(columns: dict[str, list]) -> dict[str, pa.Array]:
+    return {name: pa.array(values, RANKING_TYPES[name]) for name, values in columns.items()}
+
+
+class Retrieve(Stage):
+    """`question`, `query_vector` (dense retrievers), `context_id` (gold, optional), `k` (optional)
+    -> `context_ids`, `scores`, `gold_rank`.
+
+    The corpus is the row's `subset` (or "pooled"); summary-indexed methods search the summaries of that corpus.
+    """
+
+    name = "retrieve"
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        n = batch.num_rows
+        out: dict[str, list] = {name: [None] * n for name in RANKING_TYPES}
+        questions = batch.column("question").to_pylist()
+        vectors = vectors_of(batch.column("query_vector")) if "query_vector" in batch.column_names else None
+        gold = column(batch, "context_id")
+        keyed = with_columns(batch, {"_k": pa.array(row_k(batch, self.config.retrieval.k), pa.int64())})
+        for (method_name, subset, k), rows in groups(keyed, "method", "subset", "_k"):
+            method = get_method(method_name)
+            retriever = self.resources.retriever(method, subset)
+            block = QueryBlock([questions[i] for i in rows])
+            if retriever.needs_query_vectors:
+                if vectors is None:
+                    raise ValueError(f"method {method_name} searches with query vectors: run embed_queries first")
+                block.vectors = vectors[rows]
+            hits = retriever.search(block, k, depth=search_depth(method, self.config, k))
+            for name, values in ranking_columns(hits, retriever.corpus, [gold[i] for i in rows]).items():
+                set_rows(out[name], rows, values)
+        return with_columns(batch, ranking_arrays(out))
