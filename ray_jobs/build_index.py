@@ -21,7 +21,6 @@ from t2rag.config import RunConfig, load_config
 from t2rag.data import Corpus
 from t2rag.methods import get_method
 from t2rag.resources import Resources
-from t2rag.retrieval.config import needs_query_vectors
 from t2rag.retrieval.vector_store import VectorStore, table_name
 from t2rag.stages.context_summaries import ensure_context_summaries
 
@@ -49,7 +48,7 @@ def corpora_to_index(config: RunConfig, resources: Resources) -> list[Corpus]:
     seen: dict[str, Corpus] = {}
     for name in config.methods:
         method = get_method(name)
-        if not method.retriever or not needs_query_vectors(method.retriever):
+        if "embed_queries" not in method.stages:  # only dense searches read a vector index
             continue
         for subset in resources.questions.subsets:
             corpus = resources.index_corpus(method, subset)

@@ -1,1 +1,2 @@
-"""Stages of an evaluation and the runners that drive them."""
+"""A run around the stages: planning, records, the run lifecycle (claim, lock, finish) and the single-process
+engine."""

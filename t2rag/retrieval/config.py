@@ -74,11 +74,6 @@ RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
 }
 
 
-def needs_query_vectors(name: str) -> bool:
-    """Whether a retriever searches with dense query embeddings (and so reads a dense index)."""
-    return name != "bm25"
-
-
 def build_retriever(name: str, config: RetrievalConfig | None = None) -> Retriever:
     """A fresh, unindexed retriever by registry name."""
     try:

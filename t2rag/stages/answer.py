@@ -40,8 +40,7 @@ class ReadContexts(Stage):
             corpus = self.resources.corpus(subset)
             if method.reads == "retrieved_summary":
                 corpus = self.resources.context_summary_corpus(corpus)
-            text_of = dict(zip(corpus.context_ids, corpus.texts, strict=True))
-            set_rows(texts, rows, [[text_of[cid] for cid in ranked[i][: ks[i]]] for i in rows])
+            set_rows(texts, rows, [corpus.texts_of(ranked[i][: ks[i]]) for i in rows])
         return with_columns(batch, {"reader_texts": pa.array(texts, TEXTS_TYPE)})
 
 
