@@ -26,7 +26,7 @@ from t2rag.config import RunConfig, load_config
 from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.pipeline.progress import StageLog
 from t2rag.pipeline.records import RECORDS_DIR, to_records
-from t2rag.pipeline.run import finish_run, start_run
+from t2rag.pipeline.run import claim_run, finish_run
 from t2rag.resources import Resources
 from t2rag.storage import join
 
@@ -42,17 +42,17 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
     """Run the evaluation on Ray and return the same summary as the single-process engine."""
     started = time.time()
     stages = StageLog()
-    done = start_run(config, overwrite)
-    with ray_session(config.ray):
-        return _run(config, stages, started, done)
+    resources = Resources(config, log=stages)
+    with claim_run(config, resources.questions, overwrite) as done, ray_session(config.ray):
+        return _run(config, resources, started, done)
 
 
-def _run(config: RunConfig, stages: StageLog, started: float, done: set[tuple[str, str]]) -> dict:
+def _run(config: RunConfig, resources: Resources, started: float, done: set[tuple[str, str]]) -> dict:
     import ray
 
+    stages = resources.log
     meter = stage_meter()
     ray.get(meter.reset.remote())
-    resources = Resources(config, log=stages)
     with stages.stage("build_index", 0):
         indexes = build_indexes(config, resources)
     work = plan(config, resources, done)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from t2rag.errors import T2RagError
+from t2rag.errors import InputError, T2RagError, one_line
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -62,6 +62,8 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     from t2rag.tables import markdown_table
 
     qs = load_questions(args.data, args.subsets, args.split)
+    if len(qs) == 0:
+        raise InputError(f"{qs.source}: the data holds no questions")
     stats = qs.stats()
     if args.json:
         print_json({"source": qs.source, "subsets": stats})
@@ -83,15 +85,29 @@ def cmd_score(args: argparse.Namespace) -> int:
     from t2rag.tables import summary_table
 
     qs = load_questions(args.data, args.subsets, args.split)
-    result = score_predictions(qs, read_predictions(args.predictions))
+    result = score_predictions(qs, read_predictions(args.predictions), only_predicted=args.only_predicted)
+    counts = result["predictions"] if "methods" in result else {"": result["predictions"]}
     if args.json:
         print_json(result)
     elif "methods" in result:
         for name, summary in result["methods"].items():
-            print(f"## {name}\n{summary_table(summary)}\n")
+            print(f"## {name}\n{summary_table(summary)}\n{_counts_line(counts[name])}\n")
     else:
-        print(summary_table(result))
+        print(f"{summary_table(result)}\n{_counts_line(counts[''])}")
+    problems = sum(c["unreadable"] + c["unknown"] + c["missing"] for c in counts.values())
+    if args.strict and problems:
+        print(f"t2rag: error: {problems} predictions are unreadable, unknown or missing (--strict)", file=sys.stderr)
+        return 1
     return 0
+
+
+def _counts_line(c: dict[str, int]) -> str:
+    scope = "scored as wrong" if c["missing_scored_wrong"] else "not scored"
+    return (
+        f"predictions: {c['rows']} rows, {c['answered']} answered, {c['unreadable']} unreadable, "
+        f"{c['unanswered']} unanswered (null), {c['unknown']} unknown ids, {c['excluded']} excluded questions; "
+        f"{c['missing']} scorable questions missing ({scope})"
+    )
 
 
 def config_overrides(args: argparse.Namespace) -> dict:
@@ -180,6 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
     score = commands.add_parser("score", help="score a predictions file or a run's records")
     add_data_args(score)
     score.add_argument("--predictions", required=True, help="JSONL or parquet with id and prediction/context_ids")
+    score.add_argument(
+        "--only-predicted",
+        action="store_true",
+        help="score only the questions the file has rows for (default: every scorable one; missing ones are wrong)",
+    )
+    score.add_argument(
+        "--strict", action="store_true", help="exit 1 when predictions are unreadable, unknown or missing"
+    )
     score.add_argument("--json", action="store_true")
     score.set_defaults(func=cmd_score)
 
@@ -244,6 +268,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except T2RagError as exc:
         print(f"t2rag: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # storage: an unreachable s3:// endpoint, a missing bucket, a full disk, ...
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"t2rag: error: {where}{one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("t2rag: interrupted", file=sys.stderr)

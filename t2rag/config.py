@@ -80,6 +80,8 @@ class RunConfig(BaseModel):
     @field_validator("methods")
     @classmethod
     def _known_methods(cls, methods: list[str]) -> list[str]:
+        if not methods:
+            raise ValueError("no method named")
         unknown = [m for m in methods if m not in METHODS]
         if unknown:
             raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
@@ -112,11 +114,17 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
     raw: dict = {}
     if path is not None:
         try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such config file") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{path}: is a directory, not a config file") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+            raise ConfigError(f"{path}: not valid YAML ({_yaml_reason(exc)})") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: a run config is a mapping of fields")
     if isinstance(raw.get("generator"), str):  # a preset name in the file can still take flag overrides
@@ -128,6 +136,13 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "config"
         raise ConfigError(f"{path or 'config'}: {where}: {first['msg']}") from exc
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    """PyYAML's reason and position on one line."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
 
 
 def _merge(base: dict, overrides: dict) -> dict:

@@ -5,6 +5,12 @@ class T2RagError(Exception):
     """Base class for expected, user-facing errors (bad input, bad config, missing data)."""
 
 
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (library errors often span many)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class DataError(T2RagError):
     """The dataset is missing, unreadable or fails validation."""
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 
 from t2rag.answer import predict_value
 from t2rag.data.load import QuestionSet
-from t2rag.errors import InputError
+from t2rag.errors import InputError, one_line
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
@@ -65,13 +66,24 @@ def read_predictions(path: str) -> Predictions:
     if info.type == pafs.FileType.Directory:
         if fs.get_file_info(inner + "/records").type == pafs.FileType.Directory:
             inner += "/records"
-        table = pads.dataset(inner, filesystem=fs, format="parquet").to_table()
+        try:
+            table = pads.dataset(inner, filesystem=fs, format="parquet").to_table()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise InputError(f"{path}: a record file is not readable parquet ({one_line(exc)})") from None
         return _from_columns(table.to_pydict(), path)
     if inner.endswith(".parquet"):
-        return _from_columns(pq.read_table(inner, filesystem=fs).to_pydict(), path)
+        try:
+            table = pq.read_table(inner, filesystem=fs)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise InputError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
+        return _from_columns(table.to_pydict(), path)
     if inner.endswith((".jsonl", ".json", ".ndjson")):
         with fs.open_input_stream(inner) as stream:
-            lines = stream.read().decode("utf-8").splitlines()
+            data = stream.read()
+        try:
+            lines = data.decode("utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         rows = []
         for n, line in enumerate(lines, 1):
             if not line.strip():
@@ -114,43 +126,89 @@ def _from_columns(columns: dict[str, list], origin: str) -> Predictions:
     )
 
 
+@dataclass
+class PredictionCounts:
+    """What a predictions file held, per method: every row falls in exactly one of answered, unreadable,
+    unanswered (an explicit null), unknown (no such question) or excluded (a question left out of scoring);
+    missing counts the scorable questions the file has no row for."""
+
+    rows: int = 0
+    answered: int = 0
+    unreadable: int = 0
+    unanswered: int = 0
+    unknown: int = 0
+    excluded: int = 0
+    missing: int = 0
+    missing_scored_wrong: bool = True  # False when only the predicted questions were scored
+
+    @property
+    def problems(self) -> int:
+        return self.unreadable + self.unknown + self.missing
+
+
 def score_predictions(
     questions: QuestionSet,
     preds: Predictions,
     retrieval_metrics: tuple[str, ...] = DEFAULT_RETRIEVAL_METRICS,
+    only_predicted: bool = False,
 ) -> dict:
-    """Summaries per subset and weighted; with a `method` column, one summary per method under "methods"."""
-    summaries = summarize_records(prediction_records(questions, preds), retrieval_metrics)
+    """Summaries per subset and weighted, over every scorable question of the data (a question without a
+    prediction counts as wrong and as unranked); `only_predicted` scores the predicted questions alone, as does
+    a run's records directory (its plan declares what it scored). With a `method` column, one summary per method
+    under "methods". The counts of `PredictionCounts` come under "predictions"."""
+    records, counts = prediction_records(questions, preds, only_predicted or preds.records is not None)
+    summaries = summarize_records(records, retrieval_metrics)
     if preds.method is None:
-        return summaries.get(NO_METHOD) or {"subsets": {}, "weighted": {"questions": 0}}
-    return {"methods": summaries}
+        summary = summaries.get(NO_METHOD) or {"subsets": {}, "weighted": {"questions": 0}}
+        return {**summary, "predictions": asdict(counts[NO_METHOD])}
+    return {"methods": summaries, "predictions": {m: asdict(c) for m, c in counts.items()}}
 
 
 #: The method name of predictions that name none.
 NO_METHOD = ""
 
 
-def prediction_records(questions: QuestionSet, preds: Predictions) -> pa.Table:
-    """Records for a predictions file: what run records already hold is taken as is; a bare prediction is
-    read as a number (or parsed as model output) and a ranking is ranked against the gold context."""
+def prediction_records(
+    questions: QuestionSet, preds: Predictions, only_predicted: bool
+) -> tuple[pa.Table, dict[str, PredictionCounts]]:
+    """Records for a predictions file, with the counts of what it held.
+
+    What run records already hold is taken as is; a bare prediction is read as a number (or parsed as model
+    output) and a ranking is ranked against the gold context. Unless `only_predicted`, every scorable question
+    without a row is added as a wrong, unranked answer.
+    """
     methods = preds.method or [NO_METHOD] * len(preds.ids)
     dups = [key for key, c in Counter(zip(methods, preds.ids, strict=True)).items() if c > 1]
     if dups:
         raise InputError(f"{preds.origin}: {len(dups)} duplicate ids, e.g. {[i for _, i in dups[:3]]}")
-    try:
-        rows = questions.take_ids(preds.ids)
-    except Exception as exc:
-        raise InputError(f"{preds.origin}: {exc}") from exc
-    keep = np.asarray([r is None for r in rows.column("excluded_reason").to_pylist()], dtype=bool)
-    if not keep.all():
-        log.warning("%s: %d predictions are for excluded questions and are not scored", preds.origin, (~keep).sum())
-    rows, preds = rows.filter(pa.array(keep)), preds.rows(keep)
+    position = {qid: i for i, qid in enumerate(questions.table.column("id").to_pylist())}
+    excluded = questions.table.column("excluded_reason").to_pylist()
+    where = np.asarray([position.get(i, -1) for i in preds.ids], dtype=np.int64)
+    known = where >= 0
+    scorable = known & np.asarray([excluded[i] is None if i >= 0 else False for i in where], dtype=bool)
+    method_arr = np.asarray(methods, dtype=object)
+    counts: dict[str, PredictionCounts] = {}
+    for m in dict.fromkeys(methods):
+        mine = method_arr == m
+        counts[m] = PredictionCounts(
+            rows=int(mine.sum()), unknown=int((mine & ~known).sum()), excluded=int((mine & known & ~scorable).sum())
+        )
+    for m, c in counts.items():
+        if c.unknown:
+            log.warning(
+                "%s: %d rows of %s name no question of the data and are not scored",
+                preds.origin,
+                c.unknown,
+                m or "the file",
+            )
+    preds = preds.rows(scorable)
+    rows = questions.table.take(pa.array(where[scorable]))
     methods = preds.method or [NO_METHOD] * len(preds.ids)
-    columns: dict[str, object] = {
+    columns: dict[str, list] = {
         "id": preds.ids,
-        "subset": rows.column("subset"),
+        "subset": rows.column("subset").to_pylist(),
         "method": methods,
-        "reference": rows.column("answer_value"),
+        "reference": rows.column("answer_value").to_pylist(),
     }
     if preds.records is not None:
         columns.update(preds.records)
@@ -158,13 +216,57 @@ def prediction_records(questions: QuestionSet, preds: Predictions) -> pa.Table:
         if preds.prediction is not None:
             contexts = rows.column("context").to_pylist()
             values = [predict_value(v, table=c).value for v, c in zip(preds.prediction, contexts, strict=True)]
-            references = rows.column("answer_value").to_pylist()
             columns["prediction"] = values
-            columns["number_match"] = [number_match_one(v, r) for v, r in zip(values, references, strict=True)]
+            columns["number_match"] = [
+                number_match_one(v, r) for v, r in zip(values, columns["reference"], strict=True)
+            ]
         if preds.context_ids is not None:
             ranks = gold_ranks(preds.context_ids, rows.column("context_id").to_pylist())
             columns["context_ids"] = preds.context_ids
             columns["gold_rank"] = [
                 None if c is None else int(r) for c, r in zip(preds.context_ids, ranks, strict=True)
             ]
-    return to_records(pa.table({k: columns[k] for k in columns}))
+    for m, state in zip(methods, _answer_states(preds, columns), strict=True):
+        setattr(counts[m], state, getattr(counts[m], state) + 1)
+    records = to_records(pa.table(columns))
+    scored = questions.scored()
+    for m, c in counts.items():
+        have = set(i for i, mm in zip(columns["id"], methods, strict=True) if mm == m)
+        absent = [i for i in scored.column("id").to_pylist() if i not in have]
+        c.missing, c.missing_scored_wrong = len(absent), not only_predicted
+        if absent and not only_predicted:
+            records = pa.concat_tables([records, _unanswered(questions, absent, m, preds)])
+    return records, counts
+
+
+def _answer_states(preds: Predictions, columns: dict[str, list]) -> list[str]:
+    """answered, unreadable or unanswered for every scorable row."""
+    n = len(columns["id"])
+    if "prediction" not in columns:  # rankings only: a row with a ranked list answers
+        ranked = columns.get("context_ids") or [None] * n
+        return ["unanswered" if r is None else "answered" for r in ranked]
+    if preds.records is not None:  # a run's records: generated rows have a Number Match verdict
+        given = [v is not None for v in columns["number_match"]]
+    else:
+        given = [v is not None for v in preds.prediction or [None] * n]
+    return [
+        "unanswered" if not g else "answered" if v is not None and math.isfinite(v) else "unreadable"
+        for g, v in zip(given, columns["prediction"], strict=True)
+    ]
+
+
+def _unanswered(questions: QuestionSet, ids: list[str], method: str, preds: Predictions) -> pa.Table:
+    """Records of questions a predictions file does not answer: wrong, and ranked without the gold context."""
+    rows = questions.take_ids(ids)
+    n = len(ids)
+    columns: dict[str, object] = {
+        "id": ids,
+        "subset": rows.column("subset"),
+        "method": [method] * n,
+        "reference": rows.column("answer_value"),
+    }
+    if preds.prediction is not None:
+        columns["number_match"] = [False] * n
+    if preds.context_ids is not None:
+        columns["gold_rank"] = pa.array([0] * n, pa.int32())
+    return to_records(pa.table(columns))

@@ -64,11 +64,19 @@ def join(base: str, *parts: str) -> str:
 
 
 def write_bytes(path: str, data: bytes) -> str:
-    """Write a file to a local path or an s3:// URI, creating parent folders."""
+    """Write a file to a local path or an s3:// URI, creating parent folders, atomically: a reader (or a killed
+    writer) never leaves a half-written file. Locally the bytes go to a temporary name that is then renamed into
+    place; an S3 object appears only when its upload completes."""
     fs, inner = filesystem_for(path)
     fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-    with fs.open_output_stream(inner) as stream:
-        stream.write(data)
+    if is_s3(path):
+        with fs.open_output_stream(inner) as stream:
+            stream.write(data)
+        return path
+    tmp = f"{inner}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, inner)
     return path
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A GitHub-flavoured markdown table with right-aligned numbers."""
     cells = [[_fmt(c) for c in row] for row in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    widths = [max([len(str(h)), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
     numeric = [all(_is_num(row[i]) for row in rows) and rows for i in range(len(header))]
     head = "| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
     rule = (

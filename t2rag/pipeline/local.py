@@ -11,7 +11,7 @@ from t2rag.config import RunConfig
 from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.pipeline.progress import StageLog
 from t2rag.pipeline.records import new_part_name, to_records, write_records
-from t2rag.pipeline.run import finish_run, start_run
+from t2rag.pipeline.run import claim_run, finish_run
 from t2rag.resources import Resources
 from t2rag.stages import STAGES, Stage
 
@@ -45,16 +45,16 @@ class LocalEngine:
 
     def run(self, overwrite: bool = False) -> dict:
         started = time.time()
-        done = start_run(self.config, overwrite)
-        try:
-            work = self.plan(done)
-            pending = sum(g.rows.num_rows for g in work)
-            log.info("evaluate: %d records to compute (%d already done)", pending, len(done))
-            for group in work:
-                self.run_group(group)
-        finally:
-            self.resources.close()
-        return finish_run(self.config, self.log, started, engine="local")
+        with claim_run(self.config, self.resources.questions, overwrite) as done:
+            try:
+                work = self.plan(done)
+                pending = sum(g.rows.num_rows for g in work)
+                log.info("evaluate: %d records to compute (%d already done)", pending, len(done))
+                for group in work:
+                    self.run_group(group)
+            finally:
+                self.resources.close()
+            return finish_run(self.config, self.log, started, engine="local")
 
     def run_group(self, group: WorkGroup) -> None:
         size = GENERATE_BLOCK_ROWS if "generate" in group.stages else RETRIEVE_BLOCK_ROWS

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from t2rag.errors import InputError
 from t2rag.storage import join, read_bytes, write_bytes
 
 PACKAGES = (
@@ -72,8 +73,18 @@ def write_json(out: str, name: str, payload: dict) -> str:
 
 
 def read_json(out: str, name: str) -> dict | None:
-    data = read_bytes(join(out, name))
-    return None if data is None else json.loads(data.decode())
+    """A JSON file of a run (None when absent); an unreadable one is an InputError naming it."""
+    path = join(out, name)
+    data = read_bytes(path)
+    if data is None:
+        return None
+    try:
+        payload = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(payload, dict):
+        raise InputError(f"{path}: not a JSON object")
+    return payload
 
 
 def build_manifest(

@@ -32,6 +32,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from t2rag.errors import InputError, one_line
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, SubsetTotals, summary_from_totals
 from t2rag.storage import filesystem_for, join
@@ -109,7 +110,10 @@ def read_records(out: str, columns: list[str] | None = None) -> pa.Table:
     schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
     if not files:
         return schema.empty_table()
-    return pads.dataset(files, filesystem=fs, format="parquet", schema=RECORD_SCHEMA).to_table(columns=columns)
+    try:
+        return pads.dataset(files, filesystem=fs, format="parquet", schema=RECORD_SCHEMA).to_table(columns=columns)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"{join(out, RECORDS_DIR)}: a record file is not readable ({one_line(exc)})") from None
 
 
 def done_keys(out: str) -> set[tuple[str, str]]:

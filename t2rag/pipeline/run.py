@@ -1,21 +1,25 @@
 """A run's lifecycle, the same for every engine: claim the output, find what is done, and finish with the summary.
 
-done = start_run(config, overwrite)      # refuse a different config's folder, list finished (method, id)
-... an engine computes plan_work(config, questions, done) and writes record blocks ...
-summary = finish_run(config, log, started, engine="local")
+with claim_run(config, questions, overwrite) as done:  # validate, lock, list finished (method, id)
+    ... an engine computes plan_work(config, questions, done) and writes record blocks ...
+    summary = finish_run(config, log, started, engine="local")
 """
 
 from __future__ import annotations
 
 import shutil
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.data import QuestionSet
 from t2rag.errors import ConfigError, InputError
 from t2rag.methods import get_method
+from t2rag.pipeline.lock import run_lock
 from t2rag.pipeline.manifest import build_manifest, read_json, write_json
 from t2rag.pipeline.progress import StageLog
 from t2rag.pipeline.records import METRIC_COLUMNS, done_keys, read_records, summarize_records
@@ -35,7 +39,12 @@ def check_methods(config: RunConfig) -> None:
 
 def prepare_out(config: RunConfig, overwrite: bool) -> None:
     """Allow resuming a run of the same config; refuse (or, with overwrite, clear) results of another config."""
-    previous = read_json(config.out, "manifest.json")
+    try:
+        previous = read_json(config.out, "manifest.json")
+    except InputError as exc:
+        if not overwrite:
+            raise ConfigError(f"{exc}; pass --overwrite to start this run again") from None
+        previous = {"fingerprint": None}
     if previous is not None and previous.get("fingerprint") != config.fingerprint():
         if not overwrite:
             raise ConfigError(
@@ -50,11 +59,16 @@ def prepare_out(config: RunConfig, overwrite: bool) -> None:
     write_json(config.out, "manifest.json", {"fingerprint": config.fingerprint(), "config": config.model_dump()})
 
 
-def start_run(config: RunConfig, overwrite: bool = False) -> set[tuple[str, str]]:
-    """Validate, claim the output folder, and return the (method, id) pairs that already have records."""
+@contextmanager
+def claim_run(config: RunConfig, questions: QuestionSet, overwrite: bool = False) -> Iterator[set[tuple[str, str]]]:
+    """Validate the run, then hold the output folder for its duration: yields the (method, id) pairs that already
+    have records. Nothing is written before validation passes, so a corrected rerun is never refused."""
     check_methods(config)
-    prepare_out(config, overwrite)
-    return done_keys(config.out)
+    if questions.scored().num_rows == 0:
+        raise InputError(f"{questions.source}: no question to score (the data is empty or every row is excluded)")
+    with run_lock(config.out):
+        prepare_out(config, overwrite)
+        yield done_keys(config.out)
 
 
 def run_records(config: RunConfig, columns: list[str] | None = None) -> pa.Table:
