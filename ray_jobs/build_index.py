@@ -23,6 +23,7 @@ from t2rag.methods import get_method
 from t2rag.resources import Resources
 from t2rag.retrieval.vector_store import VectorStore, table_name
 from t2rag.stages.context_summaries import ensure_context_summaries
+from t2rag.stages.embed import vectors_of
 
 log = logging.getLogger("t2rag.progress")
 
@@ -90,7 +91,7 @@ def embed_corpus(config: RunConfig, corpus: Corpus) -> np.ndarray:
     vectors = np.zeros((len(corpus), 0), dtype=np.float32)
     for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
         docs = batch.column("doc").to_numpy()
-        vecs = np.asarray(batch.column("vector").to_pylist(), dtype=np.float32)
+        vecs = vectors_of(batch.column("vector"))
         if vectors.shape[1] == 0:
             vectors = np.zeros((len(corpus), vecs.shape[1]), dtype=np.float32)
         vectors[docs] = vecs

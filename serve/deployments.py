@@ -34,7 +34,7 @@ from t2rag.methods import get_method
 from t2rag.resources import Resources
 from t2rag.retrieval.vector_store import default_index_uri
 from t2rag.stages import STAGES
-from t2rag.stages.embed import EmbedQueries, vectors_of
+from t2rag.stages.embed import EmbedQueries, vector_column, vectors_of
 from t2rag.stages.generate import Generate
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class RetrieverDeployment:
             if self.embedder is None:
                 raise RuntimeError(f"method {self.method.name} needs query vectors but has no embedder")
             vectors = await self.embedder.embed.remote(texts)
-            batch = batch.append_column("query_vector", pa.array(list(vectors), pa.list_(pa.float32())))
+            batch = batch.append_column("query_vector", vector_column(vectors))
         batch = await asyncio.to_thread(self._rank, batch)
         searched = self.resources.index_corpus(self.method, corpus)
         return ranked_rows(batch, searched, [q.texts for q in queries])

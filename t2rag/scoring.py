@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -141,10 +142,6 @@ class PredictionCounts:
     missing: int = 0
     missing_scored_wrong: bool = True  # False when only the predicted questions were scored
 
-    @property
-    def problems(self) -> int:
-        return self.unreadable + self.unknown + self.missing
-
 
 def score_predictions(
     questions: QuestionSet,
@@ -229,10 +226,11 @@ def prediction_records(
     for m, state in zip(methods, _answer_states(preds, columns), strict=True):
         setattr(counts[m], state, getattr(counts[m], state) + 1)
     records = to_records(pa.table(columns))
-    scored = questions.scored()
+    scored_ids = questions.scored().column("id")
+    method_of_row = np.asarray(methods, dtype=object)
     for m, c in counts.items():
-        have = set(i for i, mm in zip(columns["id"], methods, strict=True) if mm == m)
-        absent = [i for i in scored.column("id").to_pylist() if i not in have]
+        have = pa.array([i for i, mine in zip(columns["id"], method_of_row == m, strict=True) if mine], pa.string())
+        absent = scored_ids.filter(pc.invert(pc.is_in(scored_ids, have))).to_pylist()
         c.missing, c.missing_scored_wrong = len(absent), not only_predicted
         if absent and not only_predicted:
             records = pa.concat_tables([records, _unanswered(questions, absent, m, preds)])

@@ -41,10 +41,6 @@ class WorkGroup:
     stages: tuple[str, ...]
     rows: pa.Table
 
-    @property
-    def generates(self) -> bool:
-        return "parse_answers" in self.stages
-
 
 def sample_questions(table: pa.Table, n: int | None, seed: int) -> pa.Table:
     """A seeded sample of n rows per subset, kept in data order; the same seed always picks the same ids."""
@@ -65,14 +61,20 @@ def sample_questions(table: pa.Table, n: int | None, seed: int) -> pa.Table:
     return pa.concat_tables(parts) if parts else table.slice(0, 0)
 
 
+def _is_in(ids: pa.ChunkedArray, values: list[str]) -> np.ndarray:
+    return pc.is_in(ids, pa.array(values, pa.string())).to_numpy(zero_copy_only=False)
+
+
 def plan_work(config: RunConfig, questions: QuestionSet, done: set[tuple[str, str]] | None = None) -> list[WorkGroup]:
     """The rows still to compute, grouped by their stages."""
     done = done or set()
     scored = questions.scored()
     scored = scored.append_column("_q", pa.array(np.arange(scored.num_rows)))
-    ids = scored.column("id").to_pylist()
-    sample_ids = set(sample_questions(scored, config.limit, config.seed).column("id").to_pylist())
-    sampled = np.asarray([i in sample_ids for i in ids], dtype=bool)
+    ids = scored.column("id")
+    sampled = _is_in(ids, sample_questions(scored, config.limit, config.seed).column("id").to_pylist())
+    done_ids: dict[str, list[str]] = {}
+    for method_name, qid in done:
+        done_ids.setdefault(method_name, []).append(qid)
     parts: dict[tuple[str, ...], list[pa.Table]] = {}
     for position, name in enumerate(config.methods):
         method = get_method(name)
@@ -81,7 +83,7 @@ def plan_work(config: RunConfig, questions: QuestionSet, done: set[tuple[str, st
             continue
         # Methods that only answer, or generate before they retrieve (HyDE), run on the generation sample alone.
         on_sample = not method.retrieves or "generate" in method.stages
-        finished = np.asarray([(name, i) in done for i in ids], dtype=bool)
+        finished = _is_in(ids, done_ids.get(name, []))
         keep = (sampled if on_sample else np.ones_like(sampled)) & ~finished
         for answering in (False, True) if generate else (False,):
             mask = keep & (sampled if answering else ~sampled) if generate else keep

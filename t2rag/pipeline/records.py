@@ -5,7 +5,7 @@ the summary, `t2rag score` and `t2rag report`. The columns (the stage that fills
 |---|---|---|---|
 | id, subset, method | string | plan | question id, its subset, the method name |
 | context_ids | list<string> | retrieve, rerank | ranked context ids as returned (null: the method does not retrieve) |
-| parse_answers | list<float64> | retrieve, rerank | the retriever's scores, same order (NaN where a method has none) |
+| scores | list<float64> | retrieve, rerank | the retriever's scores, same order (NaN where a method has none) |
 | gold_rank | int32 | retrieve, rerank | 1-based rank of the gold context, 0 when absent, null without retrieval |
 | prompt_hash | string | answer_prompts | hash of the chat messages sent to the generator |
 | raw_output | string | generate | the model's text (null: not generated) |
@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from t2rag.errors import InputError, one_line
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, SubsetTotals, summary_from_totals
-from t2rag.storage import filesystem_for, join
+from t2rag.storage import filesystem_for, join, write_bytes
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -83,13 +83,10 @@ def new_part_name(engine: str) -> str:
 
 
 def write_records(out: str, table: pa.Table, part: str) -> str:
-    """Write one block of records atomically: to a temporary name, then renamed into place."""
-    fs, path = filesystem_for(join(out, RECORDS_DIR, f"{_safe(part)}.parquet"))
-    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    tmp = path + ".tmp"
-    pq.write_table(table.cast(RECORD_SCHEMA), tmp, filesystem=fs)
-    fs.move(tmp, path)
-    return path
+    """Write one block of records atomically (see `write_bytes`)."""
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table.cast(RECORD_SCHEMA), buffer)
+    return write_bytes(join(out, RECORDS_DIR, f"{_safe(part)}.parquet"), buffer.getvalue().to_pybytes())
 
 
 def _safe(name: str) -> str:

@@ -8,7 +8,6 @@ with claim_run(config, questions, overwrite) as done:  # validate, lock, list fi
 from __future__ import annotations
 
 import shutil
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -75,11 +74,13 @@ def run_records(config: RunConfig, columns: list[str] | None = None) -> pa.Table
     """The run's records of the configured methods; more than one record per (method, id) is an error."""
     records = read_records(config.out, columns)
     records = records.filter(pc.is_in(records.column("method"), pa.array(config.methods, pa.string())))
-    keys = Counter(zip(records.column("method").to_pylist(), records.column("id").to_pylist(), strict=True))
-    repeated = [key for key, n in keys.items() if n > 1]
-    if repeated:
+    counts = records.group_by(["method", "id"]).aggregate([("id", "count")])
+    repeated = counts.filter(pc.greater(counts.column("id_count"), 1))
+    if repeated.num_rows:
+        first = repeated.slice(0, 1).to_pylist()[0]
         raise InputError(
-            f"{config.out}: {len(repeated)} (method, id) pairs have more than one record, e.g. {repeated[0]}"
+            f"{config.out}: {repeated.num_rows} (method, id) pairs have more than one record, "
+            f"e.g. ({first['method']}, {first['id']})"
         )
     return records
 

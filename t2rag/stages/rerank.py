@@ -37,7 +37,7 @@ class Rerank(Stage):
         keyed = with_columns(batch, {"_k": pa.array(row_k(batch, self.config.retrieval.k), pa.int64())})
         for (method_name, subset, k), rows in groups(keyed, "method", "subset", "_k"):
             corpus = self.resources.retriever(get_method(method_name), subset).corpus
-            position = {cid: i for i, cid in enumerate(corpus.context_ids)}
+            position = corpus.positions
             pools = [out["context_ids"][i] or [] for i in rows]
             idx = np.full((len(rows), max((len(p) for p in pools), default=0)), -1, dtype=np.int64)
             for r, pool in enumerate(pools):
