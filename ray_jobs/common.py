@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
+from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
 from t2rag.config import RayConfig
 
 log = logging.getLogger("t2rag.progress")
@@ -30,11 +31,11 @@ def ray_session(cfg: RayConfig) -> Iterator[None]:
     try:
         yield
     finally:
-        ray.shutdown()
+        stop_local_cluster()
 
 
 def init_ray(cfg: RayConfig) -> None:
-    """Connect to the cluster (inside `ray job submit`, or `cfg.address`), or start a local one."""
+    """Connect to the cluster (inside `ray job submit`, or `cfg.address`), or start a local one on loopback."""
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -45,12 +46,10 @@ def init_ray(cfg: RayConfig) -> None:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=True)
         return
     # Logical CPUs above the core count: each actor pool holds one, and the tasks between them need more.
-    ray.init(
+    start_local_cluster(
         num_cpus=cfg.num_cpus or max(8, 2 * (os.cpu_count() or 1)),
         num_gpus=cfg.num_gpus,
         object_store_memory=cfg.object_store_memory,
-        include_dashboard=False,
-        ignore_reinit_error=True,
     )
 
 

@@ -11,12 +11,14 @@ import time
 from types import FrameType
 from typing import Any
 
+import httpx
 from ray import serve
 from ray.serve.deployment import Application
 
+from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
 from serve.deployments import EmbedderDeployment, GeneratorDeployment, RetrieverDeployment
 from serve.ingress import RAGIngress
-from serve.settings import ServeSettings
+from serve.settings import API_KEY_ENV, ServeSettings
 from t2rag.errors import ConfigError, T2RagError
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,8 @@ APP_NAME = "t2rag"
 #: Requests one ingress replica accepts at once (the proxy queues the rest).
 INGRESS_MAX_ONGOING = 256
 OBJECT_STORE_BYTES = 256 * 2**20
+READY_TIMEOUT_S = 900.0
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class ServeStartError(T2RagError):
@@ -93,31 +97,43 @@ def served_generator(settings: ServeSettings, config):
     return openai_client_config(generator, settings.llm_base_url)
 
 
-def run_foreground(config_path: str | None, data: str | None, host: str, port: int, generator: str | None) -> int:
-    """`t2rag serve`: start Ray and the app on host:port, block until Ctrl-C (or SIGTERM), then shut down."""
+def run_foreground(
+    config_path: str | None,
+    data: str | None,
+    host: str,
+    port: int,
+    generator: str | None,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> int:
+    """`t2rag serve`: start Ray and the app on host:port, print the URL once every deployment is ready, and block
+    until Ctrl-C or SIGTERM; then stop everything it started."""
     import ray
 
     settings = ServeSettings.parse({"config": config_path, "data": data, "generator": generator})
     config = settings.run_config()
+    local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     llm_app = None
     if config.generator is not None and config.generator.engine == "vllm":
         from serve.llm import LLM_ROUTE, build_llm_app
 
         llm_app = build_llm_app({"generator": config.generator})
-        local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         settings = settings.model_copy(update={"llm_base_url": f"http://{local}:{port}{LLM_ROUTE}/v1"})
     app = compose(settings)  # binding needs no Ray: a bad config fails here, before anything starts
+    if host not in LOOPBACK_HOSTS:
+        guarded = "" if settings.api_key is not None else f"; set {API_KEY_ENV} to require an API key"
+        warning = f"t2rag: warning: listening on {host} exposes the API to the network{guarded} (see README)"
+        print(warning, file=sys.stderr)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.getsignal(signal.SIGTERM)
     started_ray = not ray.is_initialized()
     try:
         if started_ray:
-            ray.init(
-                address=os.environ.get("RAY_ADDRESS"),
-                num_cpus=None if os.environ.get("RAY_ADDRESS") else max(4, os.cpu_count() or 1),
-                include_dashboard=False,
-                object_store_memory=None if os.environ.get("RAY_ADDRESS") else OBJECT_STORE_BYTES,
-            )
+            address = os.environ.get("RAY_ADDRESS")
+            if address:
+                ray.init(address=address)
+            else:
+                start_local_cluster(num_cpus=max(4, os.cpu_count() or 1), object_store_memory=OBJECT_STORE_BYTES)
+        signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own handler
         serve.start(http_options={"host": host, "port": port})
         try:
             if llm_app is not None:  # untested here (needs vllm): see serve/llm.py
@@ -127,6 +143,7 @@ def run_foreground(config_path: str | None, data: str | None, host: str, port: i
             serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
         except RuntimeError as exc:
             raise ServeStartError(f"the app did not start: {start_failure(str(exc))}") from exc
+        wait_until_ready(f"http://{local}:{port}", ready_timeout_s)
         print(f"t2rag: serving on http://{host}:{port} (API docs at /docs); press Ctrl-C to stop", file=sys.stderr)
         while True:
             time.sleep(1.0)
@@ -134,14 +151,35 @@ def run_foreground(config_path: str | None, data: str | None, host: str, port: i
         print("t2rag: shutting down", file=sys.stderr)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if started_ray:
-            serve.shutdown()
-            ray.shutdown()
+            if ray.is_initialized():
+                serve.shutdown()
+            stop_local_cluster()
         elif ray.is_initialized():  # someone else's Ray (and maybe Serve): remove only this app
             serve.delete(APP_NAME)
+        signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     return 0
+
+
+def wait_until_ready(url: str, timeout_s: float) -> None:
+    """Poll the app's /ready route until every deployment is up; a failed or slow start is a ServeStartError."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(f"{url}/ready", timeout=5.0)
+            if response.status_code == 200:
+                return
+            body = response.json()
+            last = ", ".join(f"{name} {state}" for name, state in body.get("deployments", {}).items()) or last
+            if body.get("status") == "unhealthy":
+                raise ServeStartError(f"the app did not start: {last}")
+        except (httpx.HTTPError, ValueError) as exc:
+            last = f"{type(exc).__name__}"
+        time.sleep(0.5)
+    raise ServeStartError(f"the app was not ready within {timeout_s:g} s ({last})")
 
 
 def start_failure(text: str) -> str:

@@ -1,14 +1,18 @@
 """Every failure as a status code and a one-line JSON reason, `{"error": "..."}`, never a traceback.
 
-`install_error_handling` registers the exception handlers on a FastAPI app and wraps it in `RequestGuard`, which
-rejects bodies over the size limit (by Content-Length, and by counting what actually arrives) and turns anything
-unexpected into a short 500 while the traceback goes to the server log.
+`install_error_handlers` registers the exception handlers on a FastAPI app; `install_guard` wraps it in
+`RequestGuard`, which checks the API key (when one is set), rejects bodies over the size limit (by Content-Length,
+and by counting what actually arrives) or slower than the time limit, and turns anything unexpected into a short 500
+while the traceback goes to the server log.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import json
 import logging
+from dataclasses import dataclass
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -49,6 +53,12 @@ class BadGateway(ApiError):
     status = 502
 
 
+class Unprocessable(ApiError):
+    """The request is well formed but cannot be run as given (e.g. a prompt longer than the model's window)."""
+
+    status = 422
+
+
 class Unavailable(ApiError):
     """A deployment has no live replica right now (e.g. one is being replaced)."""
 
@@ -66,6 +76,13 @@ class BodyTooLarge(HTTPException):
 
     def __init__(self, limit: int):
         super().__init__(status_code=413, detail=f"request body is larger than {limit:,} bytes")
+
+
+class BodyTooSlow(HTTPException):
+    """The body did not arrive in time (a Content-Length larger than what is sent, a stalled client)."""
+
+    def __init__(self, limit_s: float):
+        super().__init__(status_code=408, detail=f"request body not received within {limit_s:g} s")
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -109,32 +126,60 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
 
 
-class RequestGuard:
-    """ASGI middleware: a body size limit, and a last-resort handler for errors nothing else caught."""
+@dataclass(frozen=True)
+class GuardSettings:
+    """What `RequestGuard` enforces on every request."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int):
+    max_body_bytes: int
+    body_timeout_s: float
+    api_key: str | None = None  # when set, `Authorization: Bearer <key>` is required outside OPEN_PATHS
+
+
+#: Routes answered without the API key: probes from load balancers and the API's own documentation.
+OPEN_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
+
+
+class RequestGuard:
+    """ASGI middleware: the API key, limits on body size and on the time the body takes to arrive, and a
+    last-resort handler for errors nothing else caught."""
+
+    def __init__(self, app: ASGIApp, guard: GuardSettings):
         self.app = app
-        self.max_body_bytes = max_body_bytes
+        self.guard = guard
+        self._key = guard.api_key.encode() if guard.api_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self._key is not None and _route(scope) not in OPEN_PATHS and not self._authorized(scope):
+            await _send_json(send, 401, "missing or wrong API key (send Authorization: Bearer <key>)", _CHALLENGE)
+            return
+        limit = self.guard.max_body_bytes
         declared = _content_length(scope)
-        if declared is not None and (declared < 0 or declared > self.max_body_bytes):
-            reason = BodyTooLarge(self.max_body_bytes).detail if declared >= 0 else "invalid Content-Length header"
+        if declared is not None and (declared < 0 or declared > limit):
+            reason = BodyTooLarge(limit).detail if declared >= 0 else "invalid Content-Length header"
             await _send_json(send, 413 if declared >= 0 else 400, reason)
             return
         received = 0
         started = False
+        deadline = asyncio.get_running_loop().time() + self.guard.body_timeout_s
+        body_done = False
 
         async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_done
+            if body_done:  # after the body only a disconnect can come: wait for it without a deadline
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise BodyTooSlow(self.guard.body_timeout_s) from None
             if message["type"] == "http.request":
+                body_done = not message.get("more_body", False)
                 received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
-                    raise BodyTooLarge(self.max_body_bytes)
+                if received > limit:
+                    raise BodyTooLarge(limit)
             return message
 
         async def tracked_send(message: Message) -> None:
@@ -150,6 +195,25 @@ class RequestGuard:
             if not started:
                 await _send_json(send, 500, INTERNAL_ERROR)
 
+    def _authorized(self, scope: Scope) -> bool:
+        assert self._key is not None
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                scheme, _, token = value.partition(b" ")
+                return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._key)
+        return False
+
+
+_CHALLENGE = [(b"www-authenticate", b"Bearer")]
+
+
+def _route(scope: Scope) -> str:
+    """The request path inside the app (Serve passes an app's route prefix as root_path)."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :] or "/"
+    return path
+
 
 def _content_length(scope: Scope) -> int | None:
     for name, value in scope.get("headers", ()):
@@ -161,17 +225,21 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _send_json(send: Send, status: int, reason: str) -> None:
+async def _send_json(send: Send, status: int, reason: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps({"error": one_line(reason)}, separators=(",", ":")).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
-def install_error_handling(app: FastAPI, max_body_bytes: int) -> None:
-    """Register the one-line error handlers and the request guard on an app."""
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the one-line error handlers on an app."""
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(T2RagError, _t2rag_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes)
+
+
+def install_guard(app: FastAPI, guard: GuardSettings) -> None:
+    """Wrap an app in the request guard (before its first request)."""
+    app.add_middleware(RequestGuard, guard=guard)

@@ -11,12 +11,21 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from ray import serve
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from ray.serve.handle import DeploymentHandle, DeploymentResponse
 
-from serve.errors import BadGateway, BadRequest, GatewayTimeout, Unavailable, install_error_handling
+from serve.errors import (
+    BadGateway,
+    BadRequest,
+    GatewayTimeout,
+    Unavailable,
+    Unprocessable,
+    install_error_handlers,
+    install_guard,
+)
 from serve.schemas import (
     MAX_BODY_BYTES,
     MAX_K,
@@ -31,6 +40,7 @@ from serve.schemas import (
     HealthResponse,
     MethodInfo,
     MethodsResponse,
+    ReadyResponse,
     RetrieveRequest,
     RetrieveResponse,
     Timings,
@@ -39,7 +49,7 @@ from serve.schemas import (
 from serve.settings import ServeSettings, corpus_names, default_corpus
 from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
-from t2rag.generation.base import ChatRequest, SamplingParams
+from t2rag.generation.base import REJECTED, ChatRequest, SamplingParams, is_rejected
 from t2rag.generation.requests import REQUEST_COLUMNS, request_row
 from t2rag.methods import METHODS, Method
 from t2rag.resources import Resources
@@ -54,7 +64,7 @@ api = FastAPI(
     description="Retrieval and numerical question answering over financial reports (T2-RAGBench), on Ray Serve. "
     'Every error is a status code with a one-line JSON reason, `{"error": "..."}`.',
 )
-install_error_handling(api, MAX_BODY_BYTES)
+install_error_handlers(api)
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": text}
@@ -66,7 +76,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (504, "a deployment did not answer in time"),
     ]
 }
-_GENERATION_ERRORS = {**_ERRORS, 502: {"model": ErrorResponse, "description": "the generator failed"}}
+_GENERATION_ERRORS = {
+    **_ERRORS,
+    422: {
+        "model": ErrorResponse,
+        "description": "a field is invalid, or the generator cannot run the request (e.g. the prompt is longer "
+        "than the model's context window)",
+    },
+    502: {"model": ErrorResponse, "description": "the generator failed"},
+}
 _UNAVAILABLE = (RayActorError, ActorUnavailableError, DeploymentUnavailableError, BackPressureError)
 
 
@@ -89,6 +107,18 @@ async def _call(response: DeploymentResponse, timeout_s: float, what: str) -> An
         raise
 
 
+def app_readiness(app_name: str) -> ReadyResponse:
+    """The Serve controller's view of one application: ready only when it runs and every deployment is healthy."""
+    app = serve.status().applications.get(app_name)
+    if app is None:
+        return ReadyResponse(status="starting", deployments={})
+    deployments = {name: str(d.status.value) for name, d in app.deployments.items()}
+    if str(app.status.value) == "RUNNING" and all(s == "HEALTHY" for s in deployments.values()):
+        return ReadyResponse(status="ready", deployments=deployments)
+    failed = str(app.status.value) == "DEPLOY_FAILED" or "UNHEALTHY" in deployments.values()
+    return ReadyResponse(status="unhealthy" if failed else "starting", deployments=deployments)
+
+
 async def _awaited(response: Awaitable[T]) -> T:
     return await response
 
@@ -101,7 +131,7 @@ def _usage(generation: dict[str, Any]) -> Usage:
 @serve.deployment(name="Ingress")
 @serve.ingress(api)
 class RAGIngress:
-    """Routes /retrieve, /answer and /generate to the deployments; /health and /methods answer locally."""
+    """Routes /retrieve, /answer and /generate to the deployments; /health, /ready and /methods answer locally."""
 
     def __init__(
         self,
@@ -119,16 +149,33 @@ class RAGIngress:
         self.methods = {name: METHODS[name] for name in methods}
         self.retrievers = retrievers
         self.generator = generator
+        self.app_name = serve.get_replica_context().app_name
         self.subsets = self.resources.questions.subsets
         self.corpora = corpus_names(self.subsets)
         self.default_corpus = default_corpus(self.subsets)
         for name in self.corpora:  # build the corpora now: /answer reads context texts from them
             self.resources.corpus(name)
 
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        """Serve's hook after __init__: this replica's app, guarded with the app's key and body limits."""
+        app: FastAPI = self.app  # type: ignore[attr-defined]  # the copy of `api` the ingress wrapper holds
+        install_guard(app, self.settings.guard(MAX_BODY_BYTES))
+        return app
+
     # -- routes --------------------------------------------------------------------------------------------
-    @api.get("/health", response_model=HealthResponse, summary="Liveness of the ingress")
+    @api.get("/health", response_model=HealthResponse, summary="Liveness of the ingress (see /ready)")
     async def health(self) -> HealthResponse:
         return HealthResponse(status="ok")
+
+    @api.get(
+        "/ready",
+        response_model=ReadyResponse,
+        responses={503: {"model": ReadyResponse, "description": "some deployment is starting or unhealthy"}},
+        summary="Readiness: every deployment of the app is running",
+    )
+    async def ready(self) -> JSONResponse:
+        readiness = await asyncio.to_thread(app_readiness, self.app_name)
+        return JSONResponse(readiness.model_dump(), status_code=200 if readiness.status == "ready" else 503)
 
     @api.get("/methods", response_model=MethodsResponse, summary="The served methods and loaded subsets")
     async def list_methods(self) -> MethodsResponse:
@@ -273,9 +320,12 @@ class RAGIngress:
         return await _call(response, self.settings.retrieval_timeout_s, f"retriever {method.name}")
 
     async def _generate(self, generator: DeploymentHandle, request: dict[str, str]) -> dict[str, Any]:
-        """Generation columns for one request row; an engine failure is a 502."""
+        """Generation columns for one request row; a request the engine refuses is a 422, other failures a 502."""
         response = generator.generate.remote(request)
         generation: dict[str, Any] = await _call(response, self.settings.generation_timeout_s, "generator")
-        if generation["generation_error"] is not None:
-            raise BadGateway(f"generation failed: {generation['generation_error']}")
+        error = generation["generation_error"]
+        if is_rejected(error):
+            raise Unprocessable(f"the generator cannot run this request: {error.removeprefix(REJECTED)}")
+        if error is not None:
+            raise BadGateway(f"generation failed: {error}")
         return generation

@@ -151,5 +151,12 @@ class HealthResponse(BaseModel):
     status: Literal["ok"] = Field(description="`ok` while the ingress is up")
 
 
+class ReadyResponse(BaseModel):
+    status: Literal["ready", "starting", "unhealthy"] = Field(
+        description="`ready` when every deployment of the app has all its replicas running (HTTP 200, else 503)"
+    )
+    deployments: dict[str, str] = Field(description="each deployment's Serve status, e.g. HEALTHY or UPDATING")
+
+
 class ErrorResponse(BaseModel):
     error: str = Field(description="a one-line reason")

@@ -7,10 +7,12 @@ served retrievers are built exactly as the batch job builds them. The rest sizes
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from serve.errors import GuardSettings
 from t2rag.config import RunConfig, load_config
 from t2rag.data import POOLED
 from t2rag.errors import ConfigError
@@ -19,6 +21,7 @@ from t2rag.methods import METHODS, Method
 log = logging.getLogger(__name__)
 
 DEFAULT_GENERATOR = "smollm2-135m"
+API_KEY_ENV = "T2RAG_API_KEY"
 NO_GENERATOR = "none"
 #: Served when no methods are named: these answer-only methods (when there is a generator) and the config's methods.
 ANSWER_ONLY = ("pretrained_only", "oracle")
@@ -58,6 +61,13 @@ class ServeSettings(BaseModel):
     max_batch_size: int = Field(32, ge=1, description="most queries per embedding or retrieval batch")
     batch_wait_timeout_s: float = Field(0.01, ge=0, description="how long a batch waits to fill")
     generator_batch_size: int | None = Field(None, ge=1, description="None: 1 for llama.cpp, else its concurrency")
+    # Access and limits.
+    api_key: SecretStr | None = Field(
+        default_factory=lambda: SecretStr(os.environ[API_KEY_ENV]) if os.environ.get(API_KEY_ENV) else None,
+        description=f"required as `Authorization: Bearer <key>` on every route but /health, /ready and the docs; "
+        f"default: the {API_KEY_ENV} environment variable where the app is built; unset: no key",
+    )
+    body_timeout_s: float = Field(10.0, gt=0, description="a request's body must arrive within this time (else 408)")
     # Faults.
     retrieval_timeout_s: float = Field(30.0, gt=0)
     generation_timeout_s: float = Field(120.0, gt=0)
@@ -75,6 +85,11 @@ class ServeSettings(BaseModel):
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "args"
             raise ConfigError(f"serve args: {where}: {first['msg']}") from None
+
+    def guard(self, max_body_bytes: int) -> GuardSettings:
+        """What the ingress checks on each request before its route runs."""
+        key = self.api_key.get_secret_value() if self.api_key is not None else None
+        return GuardSettings(max_body_bytes=max_body_bytes, body_timeout_s=self.body_timeout_s, api_key=key)
 
     def run_config(self) -> RunConfig:
         """The run config: the YAML file (if any) with these arguments laid over it."""

@@ -204,13 +204,23 @@ def test_bad_files_give_one_line_and_exit_2(capsys, tmp_path, setup, argv, fragm
     assert str(tmp_path) in err or fragment == "no method named"  # names the file
 
 
-def test_unreachable_s3_is_one_line(capsys, monkeypatch):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", "--predictions", "s3://t2rag-nowhere/preds.jsonl"],
+        ["data", "stats", "--data", "s3://t2rag-nowhere/data"],
+        ["eval", "--methods", "bm25", "--retrieval-only", "--out", "s3://t2rag-nowhere/run"],
+        ["report", "s3://t2rag-nowhere/run"],
+    ],
+    ids=["score-predictions", "data", "eval-out", "report"],
+)
+def test_unreachable_s3_is_one_line(capsys, monkeypatch, argv):
     from tests.conftest import free_port
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "us-east-1"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
-    code, _, err = run_cli(capsys, "score", "--predictions", "s3://t2rag-nowhere/preds.jsonl")
-    assert code == 2 and err.startswith("t2rag: error: ") and err.count("\n") == 1
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2 and err.startswith("t2rag: error: ") and err.count("\n") == 1, err
     assert "t2rag-nowhere" in err

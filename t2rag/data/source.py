@@ -103,9 +103,8 @@ def list_source_files(fs: pafs.FileSystem, root: str, display_root: str) -> list
 
 
 def _data_dir(fs: pafs.FileSystem, root: str) -> str:
+    """The layout's `data/` folder: root/data when there is one (whatever root is called), else root itself."""
     root = root.rstrip("/")
-    if root.endswith("/data") or root == "data":
-        return root
     info = fs.get_file_info(root + "/data")
     if info.type == pafs.FileType.Directory:
         return root + "/data"

@@ -44,6 +44,21 @@ class ChatRequest:
         return hashlib.sha256(json.dumps(list(self.messages), sort_keys=True).encode()).hexdigest()[:16]
 
 
+#: How an engine's error begins when the request itself cannot be run (a prompt longer than the context window,
+#: a parameter the engine refuses): retrying will not help, and a server reports it as the client's fault.
+REJECTED = "request rejected: "
+
+
+def rejected(reason: str) -> str:
+    """The error text for a request the engine refuses as given."""
+    return REJECTED + reason
+
+
+def is_rejected(error: str | None) -> bool:
+    """Whether an engine error says the request itself was refused (see REJECTED)."""
+    return error is not None and error.startswith(REJECTED)
+
+
 @dataclass(frozen=True)
 class Generation:
     """A completion with its token counts; `error` is set (and text empty) when the engine failed."""

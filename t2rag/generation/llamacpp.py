@@ -16,7 +16,7 @@ from typing import Any
 # loads its OpenMP runtime; an explicit setting in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from t2rag.generation.base import ChatRequest, Generation, Generator, Message
+from t2rag.generation.base import ChatRequest, Generation, Generator, Message, rejected
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf
 
@@ -30,7 +30,7 @@ class ContextOverflow(Exception):
     """The prompt plus the completion budget does not fit in the context window."""
 
     def __init__(self, prompt_tokens: int, n_ctx: int):
-        super().__init__(f"prompt of {prompt_tokens} tokens exceeds the context window of {n_ctx}")
+        super().__init__(rejected(f"prompt of {prompt_tokens} tokens exceeds the context window of {n_ctx}"))
         self.prompt_tokens = prompt_tokens
 
 

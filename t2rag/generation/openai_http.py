@@ -16,12 +16,17 @@ from typing import Any
 import httpx
 
 from t2rag.errors import ConfigError
-from t2rag.generation.base import ChatRequest, Generation, Generator
+from t2rag.generation.base import ChatRequest, Generation, Generator, rejected
 from t2rag.generation.config import GeneratorConfig
 
 log = logging.getLogger(__name__)
 
 MAX_RETRY_AFTER_S = 120.0  # never sleep longer than this, whatever a server asks for
+
+
+#: Statuses by which an OpenAI-compatible server refuses the request as sent (vLLM answers 400 for a prompt longer
+#: than the model's window); 401, 403 and 404 are the generator's configuration, not the request.
+_REJECTING = frozenset({400, 413, 422})
 
 
 class _Retryable(Exception):
@@ -140,6 +145,8 @@ class OpenAIHTTPGenerator(Generator):
         status = response.status_code
         if status == 429 or status >= 500:
             raise _Retryable(f"HTTP {status}: {_squash(response.text)}", _retry_after(response))
+        if status in _REJECTING:
+            raise _Fatal(rejected(f"HTTP {status}: {_squash(response.text)}"))
         if status >= 400:
             raise _Fatal(f"HTTP {status}: {_squash(response.text)}")
         try:

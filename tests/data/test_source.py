@@ -32,6 +32,11 @@ def test_local_directory_and_its_data_folder(tmp_path):
     assert len(load_questions(str(tmp_path / "data"), subsets=["FinQA"])) == 883
 
 
+def test_a_root_folder_named_data_holds_the_layout(tmp_path):
+    copy_sample(tmp_path / "data")  # /x/data/data/FinQA/...: the root's own name must not matter
+    assert len(load_questions(str(tmp_path / "data"), subsets=["FinQA"])) == 883
+
+
 def test_hub_download_requests_the_right_files(monkeypatch, tmp_path):
     copy_sample(tmp_path)
     calls = []

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from t2rag.generation.base import ChatRequest, SamplingParams
+from t2rag.generation.base import ChatRequest, SamplingParams, is_rejected
 from t2rag.generation.cache import CachedGenerator, GenerationCache
 from t2rag.generation.config import GeneratorConfig, build_generator
 from t2rag.generation.llamacpp import LlamaCppGenerator
@@ -97,7 +97,8 @@ def test_overlong_prompt_is_an_error_entry_and_the_batch_continues(small_window:
     assert after.error is None and after.text
     assert overlong.text == ""
     assert overlong.error is not None
-    assert overlong.error.startswith("prompt of ") and "exceeds the context window of 256" in overlong.error
+    assert overlong.error.startswith("request rejected: prompt of ")
+    assert is_rejected(overlong.error) and "exceeds the context window of 256" in overlong.error
     # The prompt fits, but not with its completion budget.
     [budget] = small_window.generate([ask("What is EBITDA?", max_tokens=250)])
     assert budget.error is not None and "context window of 256" in budget.error

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from t2rag.errors import ConfigError
-from t2rag.generation.base import ChatRequest, SamplingParams
+from t2rag.generation.base import ChatRequest, SamplingParams, is_rejected
 from t2rag.generation.config import GeneratorConfig, build_generator
 from t2rag.generation.openai_http import OpenAIHTTPGenerator
 from t2rag.prompts import ANSWER_SCHEMA
@@ -103,7 +103,8 @@ def test_retries_are_bounded(fault_server: FaultServer) -> None:
 def test_client_errors_are_not_retried(fault_server: FaultServer) -> None:
     fault_server.configure("400")
     [result] = http_engine(fault_server.base_url, max_retries=5).generate([ask("hello")])
-    assert result.error is not None and result.error.startswith("HTTP 400") and "unknown field" in result.error
+    assert result.error is not None and "HTTP 400" in result.error and "unknown field" in result.error
+    assert is_rejected(result.error)  # the request's fault: a server passes it on as a 4xx
     assert fault_server.calls == 1
 
 

@@ -5,13 +5,14 @@ the bundled sample (94 contexts, so the dense index builds in seconds) with bm25
 generator with a short system prompt and contexts cut to 800 characters (the wiring is under test, not answer
 quality). The reranker is the same Retriever deployment bound for another method; it is left out to keep the suite
 within its time budget on 2 cores (bench/serve_load.py runs it, with an untrained MiniLM head as the stand-in scorer).
-`slow` has a generator that never answers within its 1 s timeout.
+`slow` has a generator that never answers within its 1 s timeout; `late` has one that never finishes starting.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ SUBSET = "FinQA"
 ROWS = 100
 QUESTION_COUNT = 4
 ONE_LINE_MAX = 400
+LATE = "/late"
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +51,7 @@ def settings(data_dir, short_system_prompt):
         overrides={"prompts": {"max_context_chars": 800, "answer_system": short_system_prompt}},
         retrieval_timeout_s=20,
         generation_timeout_s=90,
+        body_timeout_s=2,
     )
 
 
@@ -95,6 +98,13 @@ def _wait_until_running(names: list[str], timeout_s: float) -> None:
         time.sleep(0.5)
 
 
+def _wait_until_live(url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while httpx.get(f"{url}/health", timeout=10).status_code != 200:
+        assert time.monotonic() < deadline, f"{url} not live after {timeout_s} s"
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def served(settings, questions) -> Iterator[dict]:
     """Both apps on a free loopback port, plus the in-process rankings (computed while the replicas start)."""
@@ -104,7 +114,7 @@ def served(settings, questions) -> Iterator[dict]:
     from serve.app import compose
     from serve.settings import ServeSettings
 
-    from .faults import StalledGenerator
+    from .faults import NeverReadyGenerator, StalledGenerator
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(num_cpus=4, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
@@ -118,11 +128,13 @@ def served(settings, questions) -> Iterator[dict]:
             [
                 serve.RunTarget(compose(settings), name="rag", route_prefix="/"),
                 serve.RunTarget(compose(stalled, generator=StalledGenerator.bind()), name="slow", route_prefix="/slow"),
+                serve.RunTarget(compose(stalled, generator=NeverReadyGenerator.bind()), name="late", route_prefix=LATE),
             ],
             wait_for_applications_running=False,
         )
         rankings = _in_process_rankings(settings, questions)
         _wait_until_running(["rag", "slow"], timeout_s=300)
+        _wait_until_live(f"http://127.0.0.1:{port}{LATE}", timeout_s=120)
         yield {"url": f"http://127.0.0.1:{port}", "reference": rankings}
     finally:
         serve.shutdown()
@@ -150,6 +162,19 @@ def assert_one_line_error(response: httpx.Response, status: int, fragment: str =
 
 
 # -- correct answers -----------------------------------------------------------------------------------------------
+def test_ready_reflects_every_deployment(client):
+    ready = client.get("/ready")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    assert set(ready.json()["deployments"]) == {"Ingress", "Embedder", "Retriever-bm25", "Retriever-base", "Generator"}
+    assert set(ready.json()["deployments"].values()) == {"HEALTHY"}
+    # `late`: its ingress answers (liveness) while its generator is still starting, so it is not ready.
+    assert client.get("/late/health").json() == {"status": "ok"}
+    late = client.get("/late/ready")
+    assert late.status_code == 503, late.text
+    assert late.json()["status"] == "starting" and late.json()["deployments"]["Generator"] != "HEALTHY"
+    assert late.json()["deployments"]["Ingress"] == "HEALTHY"
+
+
 def test_health_and_methods(client):
     assert client.get("/health").json() == {"status": "ok"}
     info = client.get("/methods").json()
@@ -164,7 +189,7 @@ def test_health_and_methods(client):
 
 def test_openapi_documents_every_route(client):
     schema = client.get("/openapi.json").json()
-    assert {"/health", "/methods", "/retrieve", "/answer", "/generate"} <= set(schema["paths"])
+    assert {"/health", "/ready", "/methods", "/retrieve", "/answer", "/generate"} <= set(schema["paths"])
     retrieve = schema["components"]["schemas"]["RetrieveRequest"]["properties"]
     assert retrieve["k"]["maximum"] == 20 and retrieve["question"]["maxLength"] == 2000
     assert all(field.get("description") for field in retrieve.values())
@@ -280,6 +305,28 @@ def test_oversized_bodies_are_refused(client):
     chunks = (big[i : i + 8192] for i in range(0, len(big), 8192))  # no Content-Length: the counted body decides
     streamed = client.post("/retrieve", content=chunks, headers={"content-type": "application/json"})
     assert_one_line_error(streamed, 413, "larger than")
+
+
+def test_a_prompt_longer_than_the_window_is_a_422(client):
+    long = " ".join(["revenue"] * 3000)  # about 3,000 tokens against a 2,048-token window
+    response = client.post("/generate", json={"messages": [{"role": "user", "content": long}], "max_tokens": 16})
+    assert_one_line_error(response, 422, "exceeds the context window of 2048")
+    assert client.post("/generate", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).is_success
+
+
+def test_a_body_shorter_than_its_content_length_is_a_408_in_bounded_time(served):
+    host, port = served["url"].removeprefix("http://").split(":")
+    started = time.monotonic()
+    head = f"POST /retrieve HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n"
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(head.encode() + b'\r\n{"question": ')
+        reply = b""
+        while b"}" not in reply and (chunk := conn.recv(65536)):  # headers and body may come in separate reads
+            reply += chunk
+    reply = reply.decode()
+    assert reply.startswith("HTTP/1.1 408"), reply
+    assert "request body not received within 2 s" in reply
+    assert time.monotonic() - started < 15
 
 
 # -- faults --------------------------------------------------------------------------------------------------------

@@ -1,23 +1,40 @@
-"""One-line JSON errors, the body limit and the catch-all, on a small FastAPI app in process (no Ray)."""
+"""One-line JSON errors, the API key, the body limits and the catch-all, on a small FastAPI app in process (no Ray)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import time
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from serve.errors import BadRequest, GatewayTimeout, install_error_handling, one_line
+from serve.errors import (
+    BadRequest,
+    GatewayTimeout,
+    GuardSettings,
+    RequestGuard,
+    install_error_handlers,
+    install_guard,
+    one_line,
+)
 from serve.schemas import GenerateRequest, RetrieveRequest
 from t2rag.errors import InputError
 
 LIMIT = 1024
+KEY = "s3cret-key"
 
 
-def make_app() -> FastAPI:
+def make_app(api_key: str | None = None) -> FastAPI:
     app = FastAPI()
-    install_error_handling(app, LIMIT)
+    install_error_handlers(app)
+    install_guard(app, GuardSettings(max_body_bytes=LIMIT, body_timeout_s=5.0, api_key=api_key))
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok"}
 
     @app.post("/retrieve")
     async def retrieve(body: RetrieveRequest) -> dict:
@@ -118,3 +135,61 @@ def test_api_and_core_errors_keep_their_status(client):
 def test_one_line_collapses_and_cuts():
     assert one_line("a\n  b\tc") == "a b c"
     assert len(one_line("x" * 1000)) == 400 and one_line("x" * 1000).endswith("...")
+
+
+def test_the_api_key_guards_every_route_but_the_probes_and_docs():
+    with TestClient(make_app(api_key=KEY), raise_server_exceptions=False) as keyed:
+        body = {"question": "q", "method": "bm25"}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}, {"X-Api-Key": KEY}):
+            refused = keyed.post("/retrieve", json=body, headers=headers)
+            assert "API key" in reason(refused, 401) and refused.headers["www-authenticate"] == "Bearer"
+        assert keyed.post("/retrieve", json=body, headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+        assert keyed.post("/retrieve", json=body, headers={"authorization": f"bearer {KEY}"}).status_code == 200
+        assert keyed.get("/health").json() == {"status": "ok"}
+        assert keyed.get("/openapi.json").status_code == 200
+        assert keyed.get("/docs").status_code == 200
+
+
+def _stalled_request(guard: RequestGuard, declared: int, sent: bytes) -> tuple[list[dict], float]:
+    """Drive the guard as a server would for a client that declares `declared` bytes but sends only `sent`."""
+    sent_messages: list[dict] = []
+
+    async def drive() -> float:
+        chunks = [{"type": "http.request", "body": sent, "more_body": True}]
+
+        async def receive() -> dict:
+            if chunks:
+                return chunks.pop()
+            await asyncio.sleep(3600)  # the rest never comes
+            raise AssertionError("unreachable")
+
+        async def send(message: dict) -> None:
+            sent_messages.append(message)
+
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/retrieve",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(declared).encode())],
+        }
+        started = time.perf_counter()
+        await guard(scope, receive, send)
+        return time.perf_counter() - started
+
+    return sent_messages, asyncio.run(drive())
+
+
+def test_a_body_that_never_arrives_is_a_408_in_bounded_time():
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.post("/retrieve")
+    async def retrieve(body: RetrieveRequest) -> dict:
+        return {"k": body.k}
+
+    guard = RequestGuard(app, GuardSettings(max_body_bytes=LIMIT, body_timeout_s=0.3))
+    messages, seconds = _stalled_request(guard, declared=500, sent=b'{"question": ')
+    assert messages[0]["status"] == 408 and seconds < 2
+    assert json.loads(messages[1]["body"]) == {"error": "request body not received within 0.3 s"}

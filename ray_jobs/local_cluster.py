@@ -1,0 +1,59 @@
+"""A Ray cluster on this machine for one command: listening on loopback only, and gone when the command ends, even
+when the command is killed.
+
+Ray binds its servers to the node's IP, and a node that is not part of a multi-machine cluster takes the loopback
+IP when `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER` is off. Ray reads that variable once, at import: this process has
+imported Ray already, so its constant is set too; the processes Ray starts read the variable.
+
+Ray ties the processes it starts itself to the driver, but the agents the raylet starts (DashboardAgent,
+RuntimeEnvAgent) outlive a killed driver. A small reaper process (ray_jobs/reaper.py) watches the driver through a
+pipe and stops what is left of the cluster when the pipe closes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_reaper: subprocess.Popen | None = None
+
+
+def start_local_cluster(**init_kwargs: Any) -> None:
+    """`ray.init` a new local cluster on loopback, with a reaper for a driver that dies without shutting it down."""
+    import psutil
+    import ray
+    from ray._private import ray_constants
+
+    global _reaper
+    os.environ[LOOPBACK_ENV] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    before = {p.pid for p in psutil.Process().children()}
+    ray.init(include_dashboard=False, **init_kwargs)
+    started = [str(p.pid) for p in psutil.Process().children() if p.pid not in before]  # GCS, raylet, monitors
+    _reaper = subprocess.Popen(
+        [sys.executable, "-m", "ray_jobs.reaper", *started],
+        stdin=subprocess.PIPE,
+        start_new_session=True,  # Ctrl-C in the terminal must not reach it: it acts when this process is gone
+    )
+
+
+def stop_local_cluster() -> None:
+    """Shut Ray down and let the reaper check that nothing of the cluster is left."""
+    import ray
+
+    global _reaper
+    ray.shutdown()
+    if _reaper is not None:
+        reaper, _reaper = _reaper, None
+        assert reaper.stdin is not None
+        reaper.stdin.close()
+        try:
+            reaper.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            log.warning("the Ray reaper (pid %d) did not finish within 30 s", reaper.pid)
