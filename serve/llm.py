@@ -1,10 +1,10 @@
-"""vLLM on GPU clusters through Ray Serve LLM's OpenAI-compatible application.
+"""vLLM behind Ray Serve LLM's OpenAI-compatible application.
 
-UNTESTED HERE: `ray.serve.llm` imports only when vllm is installed, and the CPU test environment has no vllm. On a
-GPU cluster, deploy `serve.llm:build_llm_app` as its own application (route `/llm`, see serve/config.yaml) and give
-the t2rag application `llm_base_url: http://127.0.0.1:8000/llm/v1`; its Generator deployment then sends chat
-completions there with the generator's sampling settings and answer schema. Engine settings (tensor parallelism,
-quantisation, prefix caching, context length) are the batch job's, from `vllm_engine_kwargs`.
+Deploy `serve.llm:build_llm_app` as its own application (route `/llm`, see serve/config.yaml) and give the t2rag
+application `llm_base_url: http://127.0.0.1:8000/llm/v1` (`t2rag serve` does both); its Generator deployment then
+sends chat completions there with the generator's sampling settings and answer schema. Engine settings (tensor
+parallelism, quantisation, prefix caching, context length) are the batch job's, from `vllm_engine_kwargs`.
+`ray.serve.llm` imports only where vLLM is installed: the GPU extra, or the CPU build of `make vllm`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ray.serve.deployment import Application
 
 from t2rag.errors import ConfigError
 from t2rag.generation.config import GeneratorConfig, resolve_generator
-from t2rag.generation.vllm_ray import vllm_engine_kwargs
+from t2rag.generation.vllm_ray import model_source, vllm_engine_kwargs
 
 LLM_ROUTE = "/llm"
 
@@ -30,7 +30,8 @@ def llm_config(generator: GeneratorConfig) -> Any:
             "(pip install 't2rag[gpu]')"
         ) from exc
     return LLMConfig(
-        model_loading_config={"model_id": generator.model, "model_source": generator.model},
+        model_loading_config={"model_id": generator.model, "model_source": model_source(generator)},
+        runtime_env={"env_vars": dict(generator.engine_env)} if generator.engine_env else None,
         engine_kwargs=vllm_engine_kwargs(generator),
         deployment_config={
             "autoscaling_config": {"min_replicas": generator.replicas, "max_replicas": generator.replicas}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -17,6 +18,16 @@ from t2rag.data.source import BUNDLED_SAMPLE
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+#: `make test-vllm` sets T2RAG_REQUIRE_VLLM: there a missing vLLM is an error, not a skip.
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+requires_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed here (make test-vllm runs these)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("T2RAG_REQUIRE_VLLM") and not HAS_VLLM:
+        raise pytest.UsageError("T2RAG_REQUIRE_VLLM is set but vLLM is not installed (run `make vllm`)")
+
 
 SAMPLE_FILES = {
     "FinQA": BUNDLED_SAMPLE / "data/FinQA/dev/dev-00000-of-00001.parquet",

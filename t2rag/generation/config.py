@@ -33,7 +33,8 @@ class GeneratorConfig(BaseModel):
     concurrency: int = Field(8, ge=1)
     timeout_s: float = Field(300.0, gt=0)
     max_retries: int = Field(5, ge=0)
-    # vLLM through Ray Data's LLM processor (GPU clusters)
+    # vLLM through Ray Data's LLM processor (GPU clusters). `model` is a Hugging Face id or directory, or a packaged
+    # model name (exported to Hugging Face format on first use, see t2rag.generation.hf_export).
     tensor_parallel_size: int = Field(1, ge=1)
     pipeline_parallel_size: int = Field(1, ge=1)
     replicas: int = Field(1, ge=1)
@@ -44,6 +45,10 @@ class GeneratorConfig(BaseModel):
     dtype: str = "auto"
     enable_prefix_caching: bool = True  # every answer prompt shares the long system prompt
     accelerator_type: str | None = None  # e.g. "H100"
+    enforce_eager: bool = False  # no CUDA graphs (the CPU build needs it)
+    engine_env: dict[str, str] = Field(
+        default_factory=dict, description="environment of the engine's processes, e.g. VLLM_CPU_KVCACHE_SPACE (GiB)"
+    )
 
     def with_overrides(self, **fields: object) -> GeneratorConfig:
         return self.model_copy(update={k: v for k, v in fields.items() if v is not None})
@@ -58,6 +63,18 @@ PRESETS: dict[str, GeneratorConfig] = {
         GeneratorConfig(name="qwen2.5-1.5b", engine="llamacpp", model="qwen2.5-coder-1.5b", n_ctx=8192),
         GeneratorConfig(name="openai", engine="openai", model="default", base_url="http://127.0.0.1:8000/v1"),
         GeneratorConfig(name="vllm", engine="vllm", model="Qwen/Qwen2.5-7B-Instruct"),
+        # vLLM's CPU build (`make vllm`) on the packaged SmolLM2, exported to Hugging Face format.
+        GeneratorConfig(
+            name="vllm-cpu-smollm2",
+            engine="vllm",
+            model="smollm2-135m",
+            dtype="float32",  # without AVX-512 BF16 (this machine), vLLM's CPU build falls back to slow bf16 matmuls
+            max_model_len=4096,
+            enforce_eager=True,
+            enable_prefix_caching=False,
+            batch_size=16,
+            engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+        ),
         # The paper's generators: 4-bit AWQ checkpoints on H100s.
         GeneratorConfig(
             name="llama-3.3-70b-awq",

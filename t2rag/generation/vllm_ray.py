@@ -16,6 +16,7 @@ from typing import Any
 
 from t2rag.generation.base import ChatRequest, Generation, Generator, SamplingParams
 from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.models import PACKAGED_MODELS
 from t2rag.generation.requests import request_row
 
 
@@ -31,7 +32,18 @@ def vllm_engine_kwargs(config: GeneratorConfig) -> dict[str, Any]:
     }
     if config.quantization:
         kwargs["quantization"] = config.quantization
+    if config.enforce_eager:
+        kwargs["enforce_eager"] = True
     return kwargs
+
+
+def model_source(config: GeneratorConfig) -> str:
+    """What vLLM loads: a packaged model name becomes its Hugging Face export (made once, then reused)."""
+    if config.model in PACKAGED_MODELS:
+        from t2rag.generation.hf_export import export_hf, hf_export_dir
+
+        return str(export_hf(config.model, hf_export_dir(config.model)))
+    return config.model
 
 
 def processor_config(config: GeneratorConfig):
@@ -39,8 +51,9 @@ def processor_config(config: GeneratorConfig):
     from ray.data.llm import vLLMEngineProcessorConfig
 
     return vLLMEngineProcessorConfig(
-        model_source=config.model,
+        model_source=model_source(config),
         engine_kwargs=vllm_engine_kwargs(config),
+        runtime_env={"env_vars": dict(config.engine_env)} if config.engine_env else None,
         concurrency=config.replicas,
         batch_size=config.batch_size,
         accelerator_type=config.accelerator_type,

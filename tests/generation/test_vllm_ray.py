@@ -1,16 +1,28 @@
-"""The vLLM engine configuration for Ray Data's LLM processor (vLLM itself cannot run on this CPU machine)."""
+"""The vLLM engine configuration for Ray Data's LLM processor, and (where vLLM is installed: `make test-vllm`) its
+validation against the installed vLLM."""
 
 from __future__ import annotations
 
-import importlib.util
+from pathlib import Path
 
 import pytest
 
 from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.config import PRESETS
+from t2rag.generation.models import PACKAGED_MODELS
 from t2rag.generation.requests import request_from_row, request_row
-from t2rag.generation.vllm_ray import make_preprocess, postprocess, processor_config, vllm_engine_kwargs
+from t2rag.generation.vllm_ray import (
+    make_preprocess,
+    model_source,
+    postprocess,
+    processor_config,
+    sampling_dict,
+    vllm_engine_kwargs,
+)
 from t2rag.prompts import ANSWER_SCHEMA, Prompts
+from tests.conftest import requires_vllm
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_processor_config_carries_engine_settings():
@@ -51,12 +63,28 @@ def test_prompt_rows_round_trip_through_pre_and_postprocess():
 
 
 @pytest.mark.vllm
-@pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (GPU extra; no CPU build here)"
-)
-def test_real_vllm_generation():  # pragma: no cover - runs only where vLLM is installed
-    from t2rag.generation.vllm_ray import VLLMRayGenerator
+@requires_vllm
+def test_presets_and_the_paper_config_use_only_options_the_installed_vllm_accepts():
+    import dataclasses
 
-    gen = VLLMRayGenerator(PRESETS["vllm"].with_overrides(model="Qwen/Qwen2.5-0.5B-Instruct", max_model_len=4096))
-    out = gen.generate([ChatRequest(({"role": "user", "content": "Say hi"},), SamplingParams(max_tokens=8))])
-    assert out[0].text and out[0].completion_tokens > 0
+    import vllm
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.sampling_params import StructuredOutputsParams
+
+    from t2rag.config import load_config
+
+    engine_fields = {f.name for f in dataclasses.fields(EngineArgs)}
+    sampling_fields = set(vllm.SamplingParams.__struct_fields__)  # a msgspec struct
+    paper = load_config(str(ROOT / "configs/paper_table3.yaml")).generator
+    local_model = model_source(PRESETS["vllm-cpu-smollm2"])
+    configs = [p for p in PRESETS.values() if p.engine == "vllm" and p.model not in PACKAGED_MODELS]
+    for config in [*configs, paper]:
+        kwargs = vllm_engine_kwargs(config)
+        assert set(kwargs) <= engine_fields, (config.name, set(kwargs) - engine_fields)
+        EngineArgs(model=local_model, **kwargs)  # these values too, not only these names (no hub: a local model)
+        processor_config(config)  # Ray's own validation of the processor settings
+        sampling = sampling_dict(SamplingParams(json_schema=ANSWER_SCHEMA), config.constrained_json)
+        structured = sampling.pop("structured_outputs", None)
+        assert set(sampling) <= sampling_fields, set(sampling) - sampling_fields
+        outputs = StructuredOutputsParams(**structured) if structured else None
+        vllm.SamplingParams(**sampling, structured_outputs=outputs)

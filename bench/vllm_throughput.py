@@ -1,0 +1,114 @@
+"""Generation throughput of vLLM through Ray Data's LLM processor against the same engine driven directly
+(`vllm.LLM.chat`), on the same real answer prompts, measured in one run. Run it in the vLLM environment:
+
+    make vllm && T2RAG_MODELS=.venv-vllm/models .venv-vllm/bin/python bench/vllm_throughput.py [--questions 32]
+
+Both paths start an engine, so each is timed on N and on 2N prompts and the steady-state rate is the marginal one:
+N / (T(2N) - T(N)). That removes engine start-up (and, for Ray, actor start-up and the dataset plan) from both.
+Prompt and output tokens/s are reported for the 2N run; the ratio Ray/direct is the figure to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import time
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+def answer_requests(n: int, max_tokens: int):
+    """Answer prompts for the first n scorable questions, each with its gold context (the oracle method)."""
+    from t2rag.data import build_corpora, load_questions
+    from t2rag.generation.base import ChatRequest, SamplingParams
+    from t2rag.prompts import PromptConfig, Prompts
+
+    questions = load_questions(None)
+    corpora = build_corpora(questions)
+    rows = questions.scored().slice(0, n).to_pylist()
+    prompts = Prompts(PromptConfig(max_context_chars=1500))
+    params = SamplingParams(max_tokens=max_tokens)  # greedy, unconstrained: the engine's own speed
+    requests = []
+    for row in rows:
+        corpus = corpora[row["subset"]]
+        text = corpus.texts[corpus.positions[row["context_id"]]]
+        requests.append(ChatRequest(prompts.answer(row["question"], [text]), params))
+    return requests
+
+
+def direct(requests, config) -> dict[str, float]:
+    import vllm
+
+    from t2rag.generation.vllm_ray import model_source, sampling_dict, vllm_engine_kwargs
+
+    os.environ.update(config.engine_env)
+    llm = vllm.LLM(model=model_source(config), **vllm_engine_kwargs(config))
+    params = vllm.SamplingParams(**sampling_dict(requests[0].params, constrained_json=False))
+    timings = {}
+    for count in (len(requests) // 2, len(requests)):
+        started = time.perf_counter()
+        outputs = llm.chat([list(r.messages) for r in requests[:count]], params, use_tqdm=False)
+        timings[count] = time.perf_counter() - started
+    tokens_in = sum(len(o.prompt_token_ids) for o in outputs)
+    tokens_out = sum(len(o.outputs[0].token_ids) for o in outputs)
+    del llm
+    gc.collect()
+    return _figures(timings, tokens_in, tokens_out)
+
+
+def through_ray(requests, config) -> dict[str, float]:
+    from t2rag.generation.vllm_ray import VLLMRayGenerator
+
+    generator = VLLMRayGenerator(config)
+    timings = {}
+    for count in (len(requests) // 2, len(requests)):
+        started = time.perf_counter()
+        generations = generator.generate(requests[:count])
+        timings[count] = time.perf_counter() - started
+        assert all(g.error is None for g in generations), [g.error for g in generations if g.error][:3]
+    tokens_in = sum(g.prompt_tokens for g in generations)
+    tokens_out = sum(g.completion_tokens for g in generations)
+    return _figures(timings, tokens_in, tokens_out)
+
+
+def _figures(timings: dict[int, float], tokens_in: int, tokens_out: int) -> dict[str, float]:
+    small, large = sorted(timings)
+    marginal = timings[large] - timings[small]
+    return {
+        "seconds_small": round(timings[small], 2),
+        "seconds_large": round(timings[large], 2),
+        "steady_prompts_per_s": round((large - small) / marginal, 3),
+        "prompt_tokens_per_s": round(tokens_in / timings[large], 1),
+        "output_tokens_per_s": round(tokens_out / timings[large], 1),
+        "prompt_tokens": tokens_in,
+        "output_tokens": tokens_out,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=32, help="2N prompts in the large run (N in the small)")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--preset", default="vllm-cpu-smollm2")
+    args = parser.parse_args()
+
+    import ray
+
+    from t2rag.generation.config import PRESETS
+
+    config = PRESETS[args.preset]
+    requests = answer_requests(args.questions, args.max_tokens)
+    result = {"direct": direct(requests, config)}
+    ray.init(num_cpus=12, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    result["ray"] = through_ray(requests, config)
+    ray.shutdown()
+    result["ratio_ray_over_direct"] = round(
+        result["ray"]["steady_prompts_per_s"] / result["direct"]["steady_prompts_per_s"], 3
+    )
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
