@@ -37,6 +37,8 @@ def llm_config(generator: GeneratorConfig) -> Any:
             "autoscaling_config": {"min_replicas": generator.replicas, "max_replicas": generator.replicas}
         },
         accelerator_type=generator.accelerator_type,
+        # vLLM's CPU platform refuses Ray workers; Serve LLM uses its multiprocessing executor for a CPU config.
+        accelerator_config={"kind": "cpu"} if generator.device == "cpu" else None,
     )
 
 

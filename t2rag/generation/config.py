@@ -46,6 +46,7 @@ class GeneratorConfig(BaseModel):
     enable_prefix_caching: bool = True  # every answer prompt shares the long system prompt
     accelerator_type: str | None = None  # e.g. "H100"
     enforce_eager: bool = False  # no CUDA graphs (the CPU build needs it)
+    device: Literal["gpu", "cpu"] = "gpu"  # "cpu": vLLM's CPU build (Serve LLM then runs it without Ray workers)
     engine_env: dict[str, str] = Field(
         default_factory=dict, description="environment of the engine's processes, e.g. VLLM_CPU_KVCACHE_SPACE (GiB)"
     )
@@ -71,6 +72,7 @@ PRESETS: dict[str, GeneratorConfig] = {
             dtype="float32",  # without AVX-512 BF16 (this machine), vLLM's CPU build falls back to slow bf16 matmuls
             max_model_len=4096,
             enforce_eager=True,
+            device="cpu",
             enable_prefix_caching=False,
             batch_size=16,
             engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"},

@@ -8,6 +8,7 @@ The vLLM stage asks Ray for one GPU per replica even on the CPU build, so the lo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -53,6 +54,14 @@ def run_config(data: str, out: Path, generator: dict, engine: str, system_prompt
     return path
 
 
+def evaluate(config: Path) -> dict:
+    """`t2rag eval --config CONFIG --json` in a fresh process; its summary."""
+    command = [sys.executable, "-m", "t2rag.cli", "eval", "--config", str(config), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout)
+
+
 def records(out: Path) -> dict[tuple[str, str], dict]:
     from t2rag.pipeline.records import read_records
 
@@ -65,15 +74,7 @@ def records(out: Path) -> dict[tuple[str, str], dict]:
 def ray_run(data_dir, tmp_path_factory, short_system_prompt) -> Path:
     """`t2rag eval --engine ray` with the vLLM generator, as a user runs it."""
     out = tmp_path_factory.mktemp("ray") / "run"
-    config = run_config(data_dir, out, {"preset": PRESET}, "ray", short_system_prompt)
-    done = subprocess.run(
-        [sys.executable, "-m", "t2rag.cli", "eval", "--config", str(config), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    summary = json.loads(done.stdout)
+    summary = evaluate(run_config(data_dir, out, {"preset": PRESET}, "ray", short_system_prompt))
     assert set(summary["methods"]) == set(METHODS)
     return out
 
@@ -101,7 +102,8 @@ def vllm_server():
     command += ["--dtype", preset.dtype, "--max-model-len", str(preset.max_model_len), "--enforce-eager"]
     command += ["--no-enable-prefix-caching"]
     log = open(Path(model_source(preset)).parent / "vllm-serve.log", "w")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_engine_env(preset.engine_env))
+    env = {**os.environ, **preset.engine_env}
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -120,23 +122,10 @@ def vllm_server():
         log.close()
 
 
-def _engine_env(extra: dict[str, str]) -> dict[str, str]:
-    import os
-
-    return {**os.environ, **extra}
-
-
 def test_records_equal_those_through_vllm_serve(ray_run, vllm_server, data_dir, tmp_path, short_system_prompt):
     out = tmp_path / "http"
     generator = {"engine": "openai", "model": "smollm2", "base_url": vllm_server, "json_mode": "json_schema"}
-    config = run_config(data_dir, out, generator, "local", short_system_prompt)
-    done = subprocess.run(
-        [sys.executable, "-m", "t2rag.cli", "eval", "--config", str(config), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    evaluate(run_config(data_dir, out, generator, "local", short_system_prompt))
     batch, served = records(ray_run), records(out)
     assert set(batch) == set(served)
     for key, row in batch.items():
