@@ -22,14 +22,16 @@ GRACE_S = 5.0
 def tree(roots: set[int]) -> dict[int, float]:
     """The roots still running and all their descendants, as pid -> create time (one scan of the process table)."""
     table = {p.pid: p.info for p in psutil.process_iter(["ppid", "create_time"])}
-    found = {pid: table[pid]["create_time"] for pid in roots if pid in table}
-    grew = True
-    while grew:
-        grew = False
-        for pid, info in table.items():
-            if pid not in found and info["ppid"] in found:
-                found[pid] = info["create_time"]
-                grew = True
+    children: dict[int, list[int]] = {}
+    for pid, info in table.items():
+        children.setdefault(info["ppid"], []).append(pid)
+    found: dict[int, float] = {}
+    pending = [pid for pid in roots if pid in table]
+    while pending:
+        pid = pending.pop()
+        if pid not in found:
+            found[pid] = table[pid]["create_time"]
+            pending.extend(children.get(pid, ()))
     return found
 
 

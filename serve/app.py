@@ -15,10 +15,12 @@ import httpx
 from ray import serve
 from ray.serve.deployment import Application
 
-from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
+from ray_jobs.common import init_ray
+from ray_jobs.local_cluster import stop_local_cluster
 from serve.deployments import EmbedderDeployment, GeneratorDeployment, RetrieverDeployment
 from serve.ingress import RAGIngress
 from serve.settings import API_KEY_ENV, ServeSettings
+from t2rag.config import RayConfig
 from t2rag.errors import ConfigError, T2RagError
 
 log = logging.getLogger(__name__)
@@ -123,16 +125,11 @@ def run_foreground(
         guarded = "" if settings.api_key is not None else f"; set {API_KEY_ENV} to require an API key"
         warning = f"t2rag: warning: listening on {host} exposes the API to the network{guarded} (see README)"
         print(warning, file=sys.stderr)
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     previous = signal.getsignal(signal.SIGTERM)
     started_ray = not ray.is_initialized()
     try:
-        if started_ray:
-            address = os.environ.get("RAY_ADDRESS")
-            if address:
-                ray.init(address=address)
-            else:
-                start_local_cluster(num_cpus=max(4, os.cpu_count() or 1), object_store_memory=OBJECT_STORE_BYTES)
+        if started_ray:  # RAY_ADDRESS if set, else a local cluster on loopback (with its reaper)
+            init_ray(RayConfig(num_cpus=max(4, os.cpu_count() or 1), object_store_memory=OBJECT_STORE_BYTES))
         signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own handler
         serve.start(http_options={"host": host, "port": port})
         try:

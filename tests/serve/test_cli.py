@@ -48,11 +48,11 @@ def test_listening_beyond_loopback_warns(tmp_path, capsys, monkeypatch):
     class Stop(Exception):
         pass
 
-    def refuse(**kwargs):
+    def refuse(*args, **kwargs):
         raise Stop
 
     monkeypatch.delenv("T2RAG_API_KEY", raising=False)
-    monkeypatch.setattr(serve.app, "start_local_cluster", refuse)
+    monkeypatch.setattr(serve.app, "init_ray", refuse)
     monkeypatch.setattr(serve.app, "stop_local_cluster", lambda: None)
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     with pytest.raises(Stop):
