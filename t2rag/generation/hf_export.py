@@ -9,14 +9,11 @@ Needs `gguf` and `accelerate` (the vLLM environment has them; `make vllm`).
 from __future__ import annotations
 
 import argparse
-import logging
 import shutil
 import sys
 from pathlib import Path
 
 from t2rag.generation.models import models_dir, resolve_gguf
-
-log = logging.getLogger(__name__)
 
 
 def hf_export_dir(model: str) -> Path:
