@@ -94,16 +94,15 @@ def main() -> None:
     parser.add_argument("--preset", default="vllm-cpu-smollm2")
     args = parser.parse_args()
 
-    import ray
-
+    from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
     from t2rag.generation.config import PRESETS
 
     config = PRESETS[args.preset]
     requests = answer_requests(args.questions, args.max_tokens)
     result = {"direct": direct(requests, config)}
-    ray.init(num_cpus=12, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    start_local_cluster(num_cpus=12, num_gpus=1, log_to_driver=False)  # as `t2rag eval --engine ray` starts one
     result["ray"] = through_ray(requests, config)
-    ray.shutdown()
+    stop_local_cluster()
     result["ratio_ray_over_direct"] = round(
         result["ray"]["steady_prompts_per_s"] / result["direct"]["steady_prompts_per_s"], 3
     )

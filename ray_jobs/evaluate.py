@@ -5,6 +5,7 @@
 The core plans the work (t2rag.pipeline.plan) and each group of rows streams through its method's core stages,
 placed by ray_jobs.placement: query embedding on GPU actors, retrieval in actors holding the LanceDB tables and BM25
 matrices, reranking, prompts, generation (vLLM's processor, or an actor pool of the CPU/HTTP engine) and parsing.
+The groups' answering stages are placed once for all of them, so a run starts one generator (one vLLM engine).
 Records are written as parquet blocks as they finish; the summary comes from them through the same function as
 every other engine's. Rerunning a config into the same `out` (on either engine) skips every (method, question)
 that already has a record, so a killed job loses at most its in-flight blocks.
@@ -25,7 +26,7 @@ from ray_jobs.placement import place
 from t2rag.config import RunConfig, load_config
 from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.pipeline.progress import StageLog
-from t2rag.pipeline.records import RECORDS_DIR, to_records
+from t2rag.pipeline.records import RECORDS_DIR, to_answer_inputs, to_records
 from t2rag.pipeline.run import claim_run, finish_run
 from t2rag.resources import Resources
 from t2rag.storage import join
@@ -36,6 +37,32 @@ log = logging.getLogger("t2rag.progress")
 def plan(config: RunConfig, resources: Resources, done: set[tuple[str, str]]) -> list[WorkGroup]:
     """The core plan; every group streams through its own placed stages."""
     return plan_work(config, resources.questions, done)
+
+
+#: The stages every answered row ends with. Groups reach them by different chains, so each group is placed up to
+#: its answer prompts and the answering tail once for all of them: one generator (one vLLM engine or one pool of
+#: model-holding actors) per run instead of one per group.
+ANSWER_TAIL = ("generate", "parse_answers")
+
+
+def placed_work(config: RunConfig, work: list[WorkGroup]):
+    """One dataset of records for all the planned groups, every stage placed on the cluster."""
+    finished, answering = [], []
+    for group in work:
+        ds = dataset_from_table(group.rows, config.ray.block_rows)
+        if group.stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL:
+            head = group.stages[: -len(ANSWER_TAIL)]
+            answering.append(place(ds, head, config).map_batches(to_answer_inputs, batch_format="pyarrow"))
+        else:
+            finished.append(place(ds, group.stages, config).map_batches(to_records, batch_format="pyarrow"))
+    if answering:
+        tail = place(_union(answering), ANSWER_TAIL, config)
+        finished.append(tail.map_batches(to_records, batch_format="pyarrow"))
+    return _union(finished)
+
+
+def _union(datasets: list):
+    return datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
 
 
 def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
@@ -59,15 +86,8 @@ def _run(config: RunConfig, resources: Resources, started: float, done: set[tupl
     pending = sum(g.rows.num_rows for g in work)
     log.info("evaluate: %d records to compute (%d already done)", pending, len(done))
     if pending:
-        datasets = [
-            place(dataset_from_table(g.rows, config.ray.block_rows), g.stages, config).map_batches(
-                to_records, batch_format="pyarrow"
-            )
-            for g in work
-        ]
-        ds = datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
         with stages.stage("pipeline", pending):
-            ds.write_parquet(join(config.out, RECORDS_DIR))
+            placed_work(config, work).write_parquet(join(config.out, RECORDS_DIR))
     return finish_run(
         config,
         stages,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 import signal
 import sys
@@ -29,6 +28,7 @@ APP_NAME = "t2rag"
 #: Requests one ingress replica accepts at once (the proxy queues the rest).
 INGRESS_MAX_ONGOING = 256
 OBJECT_STORE_BYTES = 256 * 2**20
+LLM_APP_NAME = "llm"  # Ray Serve LLM's application beside the t2rag app, for vllm generators
 READY_TIMEOUT_S = 900.0
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -114,11 +114,11 @@ def run_foreground(
     settings = ServeSettings.parse({"config": config_path, "data": data, "generator": generator})
     config = settings.run_config()
     local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    llm_app = None
-    if config.generator is not None and config.generator.engine == "vllm":
-        from serve.llm import LLM_ROUTE, build_llm_app
+    serves_llm = config.generator is not None and config.generator.engine == "vllm"
+    if serves_llm:
+        from serve.llm import LLM_ROUTE, llm_config
 
-        llm_app = build_llm_app({"generator": config.generator})
+        llm_config(config.generator)  # a bad engine config fails here; building the app would start Ray itself
         settings = settings.model_copy(update={"llm_base_url": f"http://{local}:{port}{LLM_ROUTE}/v1"})
     app = compose(settings)  # binding needs no Ray: a bad config fails here, before anything starts
     if host not in LOOPBACK_HOSTS:
@@ -129,14 +129,15 @@ def run_foreground(
     started_ray = not ray.is_initialized()
     try:
         if started_ray:  # RAY_ADDRESS if set, else a local cluster on loopback (with its reaper)
-            init_ray(RayConfig(num_cpus=max(4, os.cpu_count() or 1), object_store_memory=OBJECT_STORE_BYTES))
+            init_ray(RayConfig(object_store_memory=OBJECT_STORE_BYTES))  # logical CPUs: ray_jobs' default
         signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own handler
         serve.start(http_options={"host": host, "port": port})
         try:
-            if llm_app is not None:  # untested here (needs vllm): see serve/llm.py
-                from serve.llm import LLM_ROUTE
+            if serves_llm:
+                from serve.llm import LLM_ROUTE, build_llm_app
 
-                serve.run(llm_app, name="llm", route_prefix=LLM_ROUTE)
+                llm_app = build_llm_app({"generator": config.generator})
+                serve.run(llm_app, name=LLM_APP_NAME, route_prefix=LLM_ROUTE)
             serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
         except RuntimeError as exc:
             raise ServeStartError(f"the app did not start: {start_failure(str(exc))}") from exc
@@ -153,8 +154,10 @@ def run_foreground(
             if ray.is_initialized():
                 serve.shutdown()
             stop_local_cluster()
-        elif ray.is_initialized():  # someone else's Ray (and maybe Serve): remove only this app
+        elif ray.is_initialized():  # someone else's Ray (and maybe Serve): remove only what this command deployed
             serve.delete(APP_NAME)
+            if serves_llm:
+                serve.delete(LLM_APP_NAME)
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     return 0

@@ -66,15 +66,38 @@ RECORDS_DIR = "records"
 log = logging.getLogger(__name__)
 
 
-def to_records(batch: pa.Table) -> pa.Table:
-    """Project a stage batch onto the record schema (columns a batch lacks are null)."""
+#: What the shared answering tail (`generate`, `parse_answers`) needs besides the record columns: the requests
+#: and the table text the parser evaluates formulas against.
+ANSWER_INPUT_SCHEMA = pa.schema(
+    [
+        *RECORD_SCHEMA,
+        pa.field("messages_json", pa.string()),
+        pa.field("params_json", pa.string()),
+        pa.field("table_text", pa.string()),
+    ]
+)
+
+
+def project(batch: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`batch` with exactly the schema's columns, cast to its types (columns the batch lacks are null)."""
     columns = {}
-    for fld in RECORD_SCHEMA:
+    for fld in schema:
         if fld.name in batch.column_names:
             columns[fld.name] = pc.cast(batch.column(fld.name), fld.type)
         else:
             columns[fld.name] = pa.nulls(batch.num_rows, fld.type)
-    return pa.table(columns, schema=RECORD_SCHEMA)
+    return pa.table(columns, schema=schema)
+
+
+def to_records(batch: pa.Table) -> pa.Table:
+    """Project a stage batch onto the record schema."""
+    return project(batch, RECORD_SCHEMA)
+
+
+def to_answer_inputs(batch: pa.Table) -> pa.Table:
+    """Project a batch that has its answer prompts onto one schema, so rows of every method can share one
+    generator (one engine) for the rest of their stages."""
+    return project(batch, ANSWER_INPUT_SCHEMA)
 
 
 def new_part_name(engine: str) -> str:

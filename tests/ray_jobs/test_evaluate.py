@@ -17,12 +17,15 @@ import boto3
 import pyarrow.compute as pc
 import pytest
 
+from ray_jobs import evaluate
 from ray_jobs.evaluate import run_ray
 from t2rag.config import load_config
 from t2rag.pipeline import local
 from t2rag.pipeline.local import run_local
+from t2rag.pipeline.plan import plan_work
 from t2rag.pipeline.records import read_records
 from t2rag.report import write_report
+from t2rag.resources import Resources
 from tests.conftest import upload_dir
 
 pytestmark = pytest.mark.slow
@@ -192,6 +195,30 @@ def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data,
     # Back on the single-process engine: nothing left to do, the same numbers.
     assert run_local(_config(tiny_data, out, **fields))["methods"] == whole["methods"]
     assert read_records(str(out)).num_rows == len(keys)
+
+
+def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, monkeypatch):
+    """Methods reach their answers by different chains; the generator is placed once for all of them (one vLLM
+    engine or one pool of model-holding actors per run), HyDE's own query generation apart."""
+    config = _config(
+        tiny_data,
+        tmp_path / "out",
+        engine="ray",
+        methods=["pretrained_only", "oracle", "bm25", "base", "hyde"],
+        generator={"preset": "smollm2-135m", "n_ctx": 4096},
+        limit=2,
+    )
+    work = plan_work(config, Resources(config).questions)
+    assert sum(g.stages[-2:] == evaluate.ANSWER_TAIL for g in work) == 4  # pretrained_only and oracle share a chain
+    placed: list[tuple[str, ...]] = []
+    place = evaluate.place
+    monkeypatch.setattr(evaluate, "place", lambda ds, stages, cfg: placed.append(stages) or place(ds, stages, cfg))
+    evaluate.placed_work(config, work)  # lazy: places the stages, runs nothing
+    hyde_head = ("hyde_prompts", "generate", "hyde_query", "embed_queries", "retrieve", "read_contexts")
+    assert [stages for stages in placed if "generate" in stages] == [
+        (*hyde_head, "answer_prompts"),
+        evaluate.ANSWER_TAIL,
+    ]
 
 
 WORKER_NOISE = """

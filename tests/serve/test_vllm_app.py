@@ -1,53 +1,59 @@
-"""The served path on a real vLLM engine (`make test-vllm`): Ray Serve LLM runs vLLM's CPU build on the exported
-SmolLM2, the t2rag app's Generator deployment reaches it over its OpenAI route, and /generate and /answer return
-real answers. The wiring is `t2rag serve`'s (serve.app.compose with `llm_base_url`, serve.llm.build_llm_app)."""
+"""The served path on a real vLLM engine (`make test-vllm`), started as a user starts it: `t2rag serve` with the
+`vllm-cpu-smollm2` preset runs Ray Serve LLM on vLLM's CPU build (the exported SmolLM2) beside the t2rag app, whose
+Generator deployment reaches it over its OpenAI route; /generate and /answer return real answers. The local Ray
+cluster declares no GPU: a `device: cpu` generator needs none."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.conftest import free_port, real_table, requires_vllm, write_layout
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, requires_vllm]
 
-GENERATOR = {"preset": "vllm-cpu-smollm2", "sampling": {"max_tokens": 32}}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory, short_system_prompt) -> Iterator[httpx.Client]:
-    import ray
-    from ray import serve
-
-    from serve.app import compose
-    from serve.llm import LLM_ROUTE, build_llm_app
-    from serve.settings import ServeSettings
-
-    data = write_layout(tmp_path_factory.mktemp("finqa"), {"FinQA": real_table("FinQA").slice(0, 40)})
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=6, num_gpus=1, include_dashboard=False, object_store_memory=300 * 2**20, log_to_driver=False)
+    root = tmp_path_factory.mktemp("served")
+    data = write_layout(root / "finqa", {"FinQA": real_table("FinQA").slice(0, 40)})
+    config = {
+        "data": {"source": str(data)},
+        "methods": ["pretrained_only", "oracle", "bm25"],
+        "prompts": {"max_context_chars": 300, "answer_system": short_system_prompt},
+        "generator": {"preset": "vllm-cpu-smollm2", "sampling": {"max_tokens": 32}},
+    }
+    (root / "run.yaml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    command = [sys.executable, "-m", "t2rag.cli", "serve", "--config", str(root / "run.yaml"), "--port", str(port)]
+    log = root / "serve.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build_llm_app({"generator": GENERATOR}), name="llm", route_prefix=LLM_ROUTE)
-        settings = ServeSettings(
-            data=str(data),
-            subsets=["FinQA"],
-            methods=["pretrained_only", "oracle", "bm25"],
-            generator=GENERATOR,
-            overrides={"prompts": {"max_context_chars": 300, "answer_system": short_system_prompt}},
-            llm_base_url=f"http://127.0.0.1:{port}{LLM_ROUTE}/v1",
-            generation_timeout_s=300,
-        )
-        serve.run(compose(settings), name="t2rag", route_prefix="/")
+        deadline = time.monotonic() + 600
+        while f"serving on http://127.0.0.1:{port}" not in log.read_text():  # printed once every deployment is ready
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+            time.sleep(1)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as c:
             yield c
     finally:
-        serve.shutdown()
-        ray.shutdown()
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def test_ready_and_generate_through_vllm(client):
