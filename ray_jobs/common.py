@@ -53,6 +53,19 @@ def init_ray(cfg: RayConfig) -> None:
     )
 
 
+def use_held_cpus() -> int:
+    """Give torch in this worker as many intra-op threads as the CPUs Ray assigned it (at most the machine's cores;
+    at least one) and return that number. Ray sets OMP_NUM_THREADS the same way, but torch in a reused worker keeps
+    the thread count it started with."""
+    import ray
+    import torch
+
+    held = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+    threads = max(1, min(int(held), os.cpu_count() or 1))
+    torch.set_num_threads(threads)
+    return threads
+
+
 def dataset_from_table(table: pa.Table, block_rows: int):
     """A Ray dataset of `table` in blocks of `block_rows` rows (the unit of streaming and of resume)."""
     import ray

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
-from ray_jobs.common import report
+from ray_jobs.common import report, use_held_cpus
 from t2rag.config import RunConfig
 from t2rag.resources import Resources
 from t2rag.stages import STAGES
@@ -67,6 +67,8 @@ class StageRunner:
     stages: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config_json: str):
+        if any(STAGES[s].stateful for s in self.stages):  # a model-holding actor; light tasks need no torch
+            use_held_cpus()
         resources = Resources(RunConfig.model_validate_json(config_json))
         self.steps = [(name, STAGES[name](resources)) for name in self.stages]
 

@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from t2rag.retrieval.token_batches import token_batches
+
 log = logging.getLogger(__name__)
 
 E5_INSTRUCTION = "Given a question about a company, retrieve relevant passages that answer the query."
@@ -29,10 +31,15 @@ class EmbedderConfig(BaseModel):
     model: str = "all-MiniLM-L6-v2"
     query_template: str | None = None  # None: the preset's template, else "{text}"
     passage_template: str | None = None
-    batch_size: int = 32
+    batch_size: int = 32  # rows per batch on the sentence-transformers path (CPU)
     max_seq_length: int | None = None
     device: str | None = None  # None: CUDA when available, else CPU
-    dtype: str | None = None  # e.g. "bfloat16" on GPUs
+    dtype: str | None = None  # None: bfloat16 on CUDA, float32 elsewhere
+    #: Tokenize in a thread ahead of the model and batch by padded tokens (t2rag.retrieval.token_batches).
+    #: None: on CUDA, where the model outruns a tokenizer that runs between its batches; off on CPU, where both
+    #: compete for the same cores and sentence-transformers' own path is as fast.
+    tokenize_ahead: bool | None = None
+    tokens_per_batch: int = 65536
 
     def templates(self) -> tuple[str, str]:
         preset = EMBEDDER_PRESETS.get(self.model, {})
@@ -45,6 +52,8 @@ class EmbedderConfig(BaseModel):
         """Identifies the vectors this config produces (model, templates, truncation)."""
         _, passage = self.templates()
         raw = f"{self.model}|{passage}|{self.max_seq_length}"
+        if self.dtype not in (None, "float32"):  # float32 keys are those of earlier releases
+            raw += f"|{self.dtype}"
         slug = "".join(c if c.isalnum() else "-" for c in self.model.rsplit("/", 1)[-1]).strip("-")[:40]
         return f"{slug}-{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
 
@@ -76,12 +85,19 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @lru_cache(maxsize=4)
-def _load_model(path: str, device: str | None, dtype: str | None):
+def _load_model(path: str, device: str, dtype: str | None):
     import torch
     from sentence_transformers import SentenceTransformer
 
     kwargs = {}
+    dtype = dtype or ("bfloat16" if device.startswith("cuda") else None)
     if dtype:
         kwargs["model_kwargs"] = {"torch_dtype": getattr(torch, dtype)}
     start = time.perf_counter()
@@ -95,9 +111,12 @@ class Embedder:
 
     def __init__(self, config: EmbedderConfig | None = None):
         self.config = config or EmbedderConfig()
-        self.model = _load_model(resolve_model_path(self.config.model), self.config.device, self.config.dtype)
+        device = self.config.device or default_device()
+        self.model = _load_model(resolve_model_path(self.config.model), device, self.config.dtype)
         if self.config.max_seq_length:
             self.model.max_seq_length = self.config.max_seq_length
+        ahead = self.config.tokenize_ahead
+        self.tokenize_ahead = device.startswith("cuda") if ahead is None else ahead
         self.query_template, self.passage_template = self.config.templates()
 
     @property
@@ -108,6 +127,8 @@ class Embedder:
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.tokenize_ahead:
+            return self._encode_ahead(texts)
         vecs = self.model.encode(
             list(texts),
             batch_size=self.config.batch_size,
@@ -117,8 +138,39 @@ class Embedder:
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
+    def _encode_ahead(self, texts: Sequence[str]) -> np.ndarray:
+        """Token ids from a thread running ahead, batches by token budget, vectors back in input order."""
+        import torch
+
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        device = self.model.device
+        pending: list[tuple[np.ndarray, torch.Tensor]] = []
+        batches = token_batches(self.model.tokenizer, texts, self.model.max_seq_length, self.config.tokens_per_batch)
+        with torch.inference_mode():
+            for batch in batches:
+                features = {"modality": "text"}
+                for name in ("input_ids", "attention_mask", "token_type_ids"):
+                    array = getattr(batch, name)
+                    if array is not None:
+                        tensor = torch.from_numpy(array)
+                        if device.type == "cuda":
+                            tensor = tensor.pin_memory()
+                        features[name] = tensor.to(device, non_blocking=True)
+                vectors = self.model.forward(features)["sentence_embedding"]
+                pending.append((batch.rows, torch.nn.functional.normalize(vectors.float(), dim=-1)))
+                if len(pending) >= 8:  # copy back now and then: the GPU keeps going while we wait on the oldest
+                    _drain(pending, out)
+            _drain(pending, out)
+        return out
+
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode([self.passage_template.format(text=t) for t in texts])
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode([self.query_template.format(text=t) for t in texts])
+
+
+def _drain(pending: list, out: np.ndarray) -> None:
+    for rows, vectors in pending:
+        out[rows] = vectors.cpu().numpy()
+    pending.clear()

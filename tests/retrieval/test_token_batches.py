@@ -1,0 +1,91 @@
+"""Token ids made ahead of the model: the same ids as sentence-transformers' own tokenization on every real context,
+batches that respect the token budget, and vectors equal to the sentence-transformers path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from t2rag.data import build_corpora
+from t2rag.retrieval import Embedder, EmbedderConfig
+from t2rag.retrieval.token_batches import CHARS_PER_TOKEN_BOUND, pack, token_batches, tokenize
+
+
+def _reference_ids(model, texts: list[str]) -> list[list[int]]:
+    """sentence-transformers' own ids, padding removed."""
+    features = model.preprocess(texts)
+    ids, mask = features["input_ids"].numpy(), features["attention_mask"].numpy()
+    return [row[m.astype(bool)].tolist() for row, m in zip(ids, mask, strict=True)]
+
+
+@pytest.fixture(scope="module")
+def contexts(sample) -> list[str]:
+    return [text for corpus in build_corpora(sample).values() for text in corpus.texts]
+
+
+@pytest.mark.parametrize("max_length", [64, 256])
+def test_ids_equal_sentence_transformers_on_every_real_context(minilm, contexts, max_length):
+    model = minilm.model
+    model.max_seq_length = max_length
+    try:
+        ours = [row["input_ids"] for row in tokenize(model.tokenizer, contexts, max_length)]
+        for start in range(0, len(contexts), 256):
+            assert ours[start : start + 256] == _reference_ids(model, contexts[start : start + 256])
+    finally:
+        model.max_seq_length = 256
+    assert max(len(t) for t in contexts) > max_length * CHARS_PER_TOKEN_BOUND  # the cut was exercised
+
+
+def test_a_cut_that_would_change_the_ids_is_not_taken(minilm):
+    """Texts whose window ends past the character bound (long whitespace runs, one very long word, a short text)
+    are tokenized in full."""
+    tokenizer = minilm.model.tokenizer
+    bound = 16 * CHARS_PER_TOKEN_BOUND
+    texts = [
+        "revenue " + " " * (2 * bound) + "grew 12% in 2019 " * 40,  # the window's words lie beyond the cut
+        "x" * (3 * bound) + " tail",  # one word across the cut
+        "net income rose " * 50,  # an ordinary long text: the cut is safe
+        "short",
+    ]
+    ours = [row["input_ids"] for row in tokenize(tokenizer, texts, 16)]
+    full = tokenizer(texts, truncation=True, max_length=16)["input_ids"]
+    assert ours == full
+    cut_only = tokenizer([t[:bound] for t in texts], truncation=True, max_length=16)["input_ids"]
+    assert cut_only[0] != full[0] and cut_only[2] == full[2]  # the check was needed, and the cut was used
+
+
+def test_batches_hold_every_row_once_within_the_budget(minilm, contexts):
+    rows = tokenize(minilm.model.tokenizer, contexts[:300], 256)
+    positions = np.arange(1000, 1300)
+    batches = list(pack(rows, positions, tokens_per_batch=2048, pad_id=0))
+    seen = np.concatenate([b.rows for b in batches])
+    assert sorted(seen.tolist()) == positions.tolist()
+    for batch in batches:
+        assert batch.input_ids.size <= 2048 or len(batch.rows) == 1
+        lengths = batch.attention_mask.sum(axis=1)
+        assert lengths.max() == batch.input_ids.shape[1]  # padded only to the batch's longest row
+        for row, ids, n in zip(batch.rows, batch.input_ids, lengths, strict=True):
+            assert ids[:n].tolist() == rows[row - 1000]["input_ids"]
+    widths = [b.input_ids.shape[1] for b in batches]
+    assert widths == sorted(widths, reverse=True)
+
+
+def test_chunks_tokenized_ahead_cover_every_text_in_order(minilm, contexts):
+    batches = list(token_batches(minilm.model.tokenizer, contexts[:130], 128, tokens_per_batch=4096, chunk_rows=50))
+    assert sorted(np.concatenate([b.rows for b in batches]).tolist()) == list(range(130))
+
+
+def test_tokenizing_ahead_gives_the_same_vectors_and_rankings(minilm, sample):
+    """The path CUDA takes, run on CPU: vectors equal sentence-transformers' to float32 rounding, rankings equal."""
+    corpus = build_corpora(sample)["FinQA"]
+    texts = corpus.texts[:120]
+    questions = sample.subset("FinQA").table.column("question").to_pylist()[:40]
+    ahead = Embedder(EmbedderConfig(tokenize_ahead=True, tokens_per_batch=8192))
+    assert ahead.model is minilm.model  # one model per process
+    passages, queries = ahead.embed_passages(texts), ahead.embed_queries(questions)
+    reference_passages, reference_queries = minilm.embed_passages(texts), minilm.embed_queries(questions)
+    np.testing.assert_allclose(passages, reference_passages, atol=2e-6)
+    np.testing.assert_allclose(queries, reference_queries, atol=2e-6)
+    ranked = np.argsort(-(queries @ passages.T), axis=1, kind="stable")[:, :10]
+    reference = np.argsort(-(reference_queries @ reference_passages.T), axis=1, kind="stable")[:, :10]
+    assert (ranked == reference).all()
