@@ -20,6 +20,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--methods", default="bm25,base,hybrid_bm25,hybrid_rrf")
+    parser.add_argument("--embed-batch-size", type=int, default=None, help="rows per query-embedding call on Ray")
+    parser.add_argument("--embed-cpus", type=int, default=None, help="CPUs (threads) of that actor")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
 
@@ -32,7 +34,9 @@ def main() -> None:
 
     methods = args.methods.split(",")
     work = tempfile.mkdtemp()
-    base = {"methods": methods, "retrieval_only": True, "ray": {"embed_cpus": os.cpu_count() or 1}}
+    ray_fields = {"embed_cpus": args.embed_cpus, "embed_batch_size": args.embed_batch_size}
+    ray_fields = {k: v for k, v in ray_fields.items() if v is not None}  # None: the product's defaults
+    base = {"methods": methods, "retrieval_only": True, "ray": ray_fields}
     LocalEngine(load_config(None, {**base, "out": f"{work}/warm"})).run()  # builds the indexes
 
     runner = LocalEngine(load_config(None, {**base, "out": f"{work}/local"}))

@@ -7,6 +7,7 @@ Data's LLM processor instead of an actor pool. Every actor reports rows and busy
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -32,7 +33,8 @@ class Pool:
 def pool_for(kind: str, config: RunConfig) -> Pool:
     r = config.ray
     if kind == "embed":
-        return Pool(r.embed_actors, r.embed_gpus, r.embed_cpus, r.embed_batch_size)
+        cpus = r.embed_cpus or (1.0 if r.embed_gpus else float(min(os.cpu_count() or 1, 8)))
+        return Pool(r.embed_actors, r.embed_gpus, cpus, r.embed_batch_size)
     if kind == "rerank":
         return Pool(r.rerank_actors, r.rerank_gpus, 1.0, r.rerank_batch_size)
     if kind == "generate":

@@ -42,8 +42,12 @@ class RayConfig(BaseModel):
     block_rows: int = Field(256, ge=1)  # questions per input block: the unit of streaming and of resume
     embed_actors: int = Field(1, ge=1)
     embed_gpus: float = Field(0.0, ge=0)
-    embed_cpus: float = Field(1.0, gt=0)  # Ray caps an actor's torch threads at its CPUs (OMP_NUM_THREADS)
-    embed_batch_size: int = Field(64, ge=1)
+    #: CPUs per embedding actor, which are also its torch threads. None: 1 beside a GPU, else this machine's cores
+    #: (at most 8): a CPU encoder with one thread ran at half the single-process speed (bench/ray_vs_local.py).
+    embed_cpus: float | None = Field(None, gt=0)
+    #: Rows per embedding call. The embedder batches inside by rows or tokens; a large call lets it sort by length
+    #: and embed a question once for all methods (64 rows: 73 s of embedding in bench/ray_vs_local.py, 768: 57 s).
+    embed_batch_size: int = Field(512, ge=1)
     retrieve_actors: int = Field(1, ge=1)
     retrieve_batch_size: int = Field(256, ge=1)
     rerank_actors: int = Field(1, ge=1)
