@@ -12,7 +12,8 @@ questions, measured in one run.
   batches by padded-token budget.
 
 `--random ARCH` builds a random-weight model of that architecture (e5-large: XLM-R large; minilm: MiniLM-L6) with
-the MiniLM tokenizer, for machines without the weights: the speed of a forward pass does not depend on the weights.
+the MiniLM tokenizer (or `--tokenizer DIR`), for machines without the weights: a forward pass takes as long with
+random weights.
 Each path embeds everything once to warm up (new shapes, allocator), then is timed on a second pass.
 """
 
@@ -49,18 +50,16 @@ ARCHITECTURES = {
 }
 
 
-def random_model(architecture: str, root: Path) -> str:
-    """A sentence-transformers directory with random weights of the architecture and the MiniLM tokenizer."""
+def random_model(architecture: str, root: Path, tokenizer: str) -> str:
+    """A sentence-transformers directory with random weights of the architecture and the given tokenizer."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    from t2rag.retrieval.embedder import resolve_model_path
-
     fields = dict(ARCHITECTURES[architecture])
     config = AutoConfig.for_model(fields.pop("model_type"), **fields)
     AutoModel.from_config(config).save_pretrained(root / "hf")
-    AutoTokenizer.from_pretrained(resolve_model_path("all-MiniLM-L6-v2")).save_pretrained(root / "hf")
+    AutoTokenizer.from_pretrained(tokenizer).save_pretrained(root / "hf")
     transformer = Transformer(str(root / "hf"))
     model = SentenceTransformer(modules=[transformer, Pooling(config.hidden_size, "mean")])
     model.save(str(root / "st"))
@@ -137,6 +136,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="all-MiniLM-L6-v2", help="an embedder preset, hub id or path")
     parser.add_argument("--random", choices=sorted(ARCHITECTURES), help="a random-weight model of this architecture")
+    parser.add_argument(
+        "--tokenizer", default=None, help="tokenizer directory for --random (default: the offline MiniLM package's)"
+    )
     parser.add_argument("--contexts", type=int, default=600)
     parser.add_argument("--questions", type=int, default=2000)
     parser.add_argument("--max-length", type=int, default=256)
@@ -148,9 +150,11 @@ def main() -> None:
     import torch
 
     from t2rag.retrieval import Embedder, EmbedderConfig
+    from t2rag.retrieval.embedder import resolve_model_path
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = random_model(args.random, Path(tmp)) if args.random else args.model
+        tokenizer = args.tokenizer or resolve_model_path("all-MiniLM-L6-v2")
+        model = random_model(args.random, Path(tmp), tokenizer) if args.random else args.model
         contexts, questions = texts_for(args.contexts, args.questions)
         common = {"model": model, "max_seq_length": args.max_length, "dtype": args.dtype}
         st = Embedder(EmbedderConfig(**common, tokenize_ahead=False, batch_size=args.st_batch))

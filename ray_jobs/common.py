@@ -55,8 +55,8 @@ def init_ray(cfg: RayConfig) -> None:
 
 def use_held_cpus() -> int:
     """Give torch in this worker as many intra-op threads as the CPUs Ray assigned it (at most the machine's cores;
-    at least one) and return that number. Ray sets OMP_NUM_THREADS the same way, but torch in a reused worker keeps
-    the thread count it started with."""
+    at least one) and return that number. Ray sets OMP_NUM_THREADS from them, but torch in a Ray worker was seen
+    running 2 threads under OMP_NUM_THREADS=1, so the count is set here explicitly."""
     import ray
     import torch
 

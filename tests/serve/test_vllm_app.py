@@ -1,7 +1,8 @@
 """The served path on a real vLLM engine (`make test-vllm`), started as a user starts it: `t2rag serve` with the
 `vllm-cpu-smollm2` preset runs Ray Serve LLM on vLLM's CPU build (the exported SmolLM2) beside the t2rag app, whose
-Generator deployment reaches it over its OpenAI route; /generate and /answer return real answers. The local Ray
-cluster declares no GPU: a `device: cpu` generator needs none."""
+Generator deployment reaches it over its OpenAI route; /generate and /answer return real answers, and an evaluation
+through the served route writes records. The local Ray cluster declares no GPU: a `device: cpu` generator needs
+none."""
 
 from __future__ import annotations
 
@@ -25,9 +26,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory, short_system_prompt) -> Iterator[httpx.Client]:
+def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("served")
-    data = write_layout(root / "finqa", {"FinQA": real_table("FinQA").slice(0, 40)})
+    write_layout(root / "finqa", {"FinQA": real_table("FinQA").slice(0, 40)})
+    write_layout(root / "both", {name: real_table(name).slice(0, 40) for name in ("FinQA", "TAT-DQA")})
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(root, short_system_prompt) -> Iterator[httpx.Client]:
+    data = root / "finqa"
     config = {
         "data": {"source": str(data)},
         "methods": ["pretrained_only", "oracle", "bm25"],
@@ -72,3 +80,38 @@ def test_answer_retrieves_and_answers_through_vllm(client):
     assert answer["raw_output"] and len(answer["contexts"]) == 2 and answer["usage"]["completion_tokens"] > 0
     # The answer schema is enforced: the output is JSON from its first character (32 tokens may cut it short).
     assert answer["raw_output"].lstrip().startswith("{"), answer["raw_output"]
+
+
+def test_an_evaluation_through_the_served_llm_writes_records(client, root, short_system_prompt):
+    """`t2rag eval` with the openai generator on the served LLM route: records of pretrained_only, oracle and base
+    for a seeded sample of both subsets, answered by the served vLLM engine and scored like every other engine's."""
+    import json
+
+    from t2rag.pipeline.records import read_records
+
+    out = root / "through-serve"
+    config = {
+        "data": {"source": str(root / "both")},
+        "methods": ["pretrained_only", "oracle", "base"],
+        "limit": 2,
+        "retrieval": {"k": 2},
+        "prompts": {"max_context_chars": 300, "answer_system": short_system_prompt},
+        "generator": {
+            "engine": "openai",
+            "model": "smollm2-135m",
+            "base_url": str(client.base_url).rstrip("/") + "/llm/v1",
+            "json_mode": "json_schema",
+            "sampling": {"max_tokens": 32},
+        },
+        "out": str(out),
+    }
+    (root / "through-serve.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "t2rag.cli", "eval", "--config", str(root / "through-serve.yaml"), "--json"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert set(json.loads(done.stdout)["methods"]) == {"pretrained_only", "oracle", "base"}
+    records = read_records(str(out)).to_pylist()
+    answered = [r for r in records if r["raw_output"] is not None]
+    assert len(answered) == 3 * 2 * 2  # methods x subsets x questions
+    for row in answered:
+        assert row["generation_error"] is None and 0 < row["completion_tokens"] <= 32, row
