@@ -24,6 +24,7 @@ from ray_jobs.build_index import build_indexes
 from ray_jobs.common import dataset_from_table, log_stage_lines, ray_session, stage_meter
 from ray_jobs.placement import place
 from t2rag.config import RunConfig, load_config
+from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.pipeline.progress import StageLog
 from t2rag.pipeline.records import RECORDS_DIR, to_answer_inputs, to_records
@@ -39,14 +40,11 @@ def plan(config: RunConfig, resources: Resources, done: set[tuple[str, str]]) ->
     return plan_work(config, resources.questions, done)
 
 
-#: The stages every answered row ends with. Groups reach them by different chains, so each group is placed up to
-#: its answer prompts and the answering tail once for all of them: one generator (one vLLM engine or one pool of
-#: model-holding actors) per run instead of one per group.
-ANSWER_TAIL = ("generate", "parse_answers")
-
-
 def placed_work(config: RunConfig, work: list[WorkGroup]):
-    """One dataset of records for all the planned groups, every stage placed on the cluster."""
+    """One dataset of records for all the planned groups, every stage placed on the cluster.
+
+    Groups reach the answering tail by different chains, so each group is placed up to its answer prompts and the
+    tail once for all of them: one generator (one vLLM engine, or one pool of model-holding actors) per run."""
     finished, answering = [], []
     for group in work:
         ds = dataset_from_table(group.rows, config.ray.block_rows)

@@ -15,7 +15,7 @@ from ray.serve.deployment import Application
 
 from t2rag.errors import ConfigError
 from t2rag.generation.config import GeneratorConfig, resolve_generator
-from t2rag.generation.vllm_ray import model_source, vllm_engine_kwargs
+from t2rag.generation.vllm_ray import engine_runtime_env, model_source, vllm_engine_kwargs
 
 LLM_ROUTE = "/llm"
 
@@ -31,7 +31,7 @@ def llm_config(generator: GeneratorConfig) -> Any:
         ) from exc
     return LLMConfig(
         model_loading_config={"model_id": generator.model, "model_source": model_source(generator)},
-        runtime_env={"env_vars": dict(generator.engine_env)} if generator.engine_env else None,
+        runtime_env=engine_runtime_env(generator),
         engine_kwargs=vllm_engine_kwargs(generator),
         deployment_config={
             "autoscaling_config": {"min_replicas": generator.replicas, "max_replicas": generator.replicas}

@@ -17,8 +17,10 @@ ReaderInput = Literal["none", "gold", "retrieved_context", "retrieved_summary"]
 DENSE = ("embed_queries", "retrieve")
 #: Stages of a lexical retrieval.
 LEXICAL = ("retrieve",)
+#: The stages every answered row ends with, whatever chain brought it to its prompts.
+ANSWER_TAIL = ("generate", "parse_answers")
 #: Stages that answer a question from what the method reads (they run for the generation sample only).
-ANSWER = ("read_contexts", "answer_prompts", "generate", "parse_answers")
+ANSWER = ("read_contexts", "answer_prompts", *ANSWER_TAIL)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ def hf_export_dir(model: str) -> Path:
 def export_hf(model: str, out: Path, dtype: str = "bfloat16") -> Path:
     """Write `model` (a packaged model name or a .gguf path) to `out` in Hugging Face format; returns `out`.
 
-    An export already at `out` is kept: it is written beside it and renamed into place when complete."""
+    An existing export at `out` is reused. A new one is written to `out.partial` and renamed when complete, so an
+    interrupted export is never taken for a finished one."""
     if out.is_dir():
         return out
     import torch

@@ -46,6 +46,11 @@ def model_source(config: GeneratorConfig) -> str:
     return config.model
 
 
+def engine_runtime_env(config: GeneratorConfig) -> dict[str, Any] | None:
+    """The Ray runtime env of the engine's processes (its `engine_env`), for the batch processor and Serve LLM."""
+    return {"env_vars": dict(config.engine_env)} if config.engine_env else None
+
+
 def processor_config(config: GeneratorConfig):
     """The `vLLMEngineProcessorConfig` for a generator config."""
     from ray.data.llm import vLLMEngineProcessorConfig
@@ -53,7 +58,7 @@ def processor_config(config: GeneratorConfig):
     return vLLMEngineProcessorConfig(
         model_source=model_source(config),
         engine_kwargs=vllm_engine_kwargs(config),
-        runtime_env={"env_vars": dict(config.engine_env)} if config.engine_env else None,
+        runtime_env=engine_runtime_env(config),
         concurrency=config.replicas,
         batch_size=config.batch_size,
         accelerator_type=config.accelerator_type,

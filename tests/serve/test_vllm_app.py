@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.conftest import free_port, real_table, requires_vllm, write_layout
+from tests.generation.vllm_runs import evaluate, records, run_config
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, requires_vllm]
 
@@ -85,33 +86,16 @@ def test_answer_retrieves_and_answers_through_vllm(client):
 def test_an_evaluation_through_the_served_llm_writes_records(client, root, short_system_prompt):
     """`t2rag eval` with the openai generator on the served LLM route: records of pretrained_only, oracle and base
     for a seeded sample of both subsets, answered by the served vLLM engine and scored like every other engine's."""
-    import json
-
-    from t2rag.pipeline.records import read_records
-
-    out = root / "through-serve"
-    config = {
-        "data": {"source": str(root / "both")},
-        "methods": ["pretrained_only", "oracle", "base"],
-        "limit": 2,
-        "retrieval": {"k": 2},
-        "prompts": {"max_context_chars": 300, "answer_system": short_system_prompt},
-        "generator": {
-            "engine": "openai",
-            "model": "smollm2-135m",
-            "base_url": str(client.base_url).rstrip("/") + "/llm/v1",
-            "json_mode": "json_schema",
-            "sampling": {"max_tokens": 32},
-        },
-        "out": str(out),
+    generator = {
+        "engine": "openai",
+        "model": "smollm2-135m",
+        "base_url": str(client.base_url).rstrip("/") + "/llm/v1",
+        "json_mode": "json_schema",
     }
-    (root / "through-serve.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "t2rag.cli", "eval", "--config", str(root / "through-serve.yaml"), "--json"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert set(json.loads(done.stdout)["methods"]) == {"pretrained_only", "oracle", "base"}
-    records = read_records(str(out)).to_pylist()
-    answered = [r for r in records if r["raw_output"] is not None]
+    out = root / "through-serve"
+    summary = evaluate(run_config(str(root / "both"), out, generator, "local", short_system_prompt))
+    assert set(summary["methods"]) == {"pretrained_only", "oracle", "base"}
+    answered = list(records(out).values())
     assert len(answered) == 3 * 2 * 2  # methods x subsets x questions
     for row in answered:
         assert row["generation_error"] is None and 0 < row["completion_tokens"] <= 32, row
