@@ -1,35 +1,51 @@
-"""Corpus-size ablation (the paper's Figure 4): MRR@3 as the corpus grows, per subset and method.
+"""Corpus-size ablation (the paper's Figure 4, walked downward and upward): MRR@3 as the corpus grows.
 
-    python -m ray_jobs.ablate_corpus_size --config configs/retrieval.yaml [--fractions 0.2,0.4,...]
+    python -m ray_jobs.ablate_corpus_size --config FILE [--fractions 0.2,0.4,...]          # down, as in the paper
+    python -m ray_jobs.ablate_corpus_size --config FILE --sizes 300,1000,10000,100000 --distractors synthetic
 
-For every subset, fraction and seed a random share of the subset's contexts forms the corpus, and only questions
-whose gold context is in it are asked. Cells run as parallel Ray tasks (one per subset and seed); passages and
-questions are embedded once per subset (by the actor pool of build_index) and every cell reuses those vectors. Writes
-`ablations/corpus_size_cells.csv` (one row per cell), `ablations/corpus_size.csv` (mean and standard deviation
-of MRR@3 per fraction and method) and `ablations/corpus_size.png` (error bars) under the run's `out`.
+Downward, a seeded random share of each subset's contexts forms the corpus and only questions whose gold context is
+in it are asked. Upward (`--sizes` above a subset's own corpus), the corpus is all of the subset's contexts followed
+by distractors, and every question is asked: the distractors are another source in the same layout
+(`--distractors DIR|s3://...`) or `synthetic` (timing-only contexts of resampled real tokens, searched by dense
+methods through the deterministic hashing embedder). For a seed, the distractors of a size are a prefix of one
+seeded order of the pool, so each seed's corpora grow by adding documents.
+
+One Ray task per (subset, seed) walks the sizes; it builds each corpus's index once per method and reuses the
+passage and question vectors embedded once on the driver. Cells are written to `ablations/corpus_size_cells.csv`
+as tasks finish, and a rerun skips the (subset, seed) tasks whose cells are all there. Outputs under the run's
+`out`: the cells (MRR@3, index seconds, search seconds, queries/s, peak memory of the task), the mean and standard
+deviation per size (`corpus_size.csv`), the plot on a log axis (`corpus_size.png`). A synthetic run writes
+`corpus_size_synthetic*` instead, with a `synthetic` column, so its numbers never reach a quality table.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import tempfile
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from ray_jobs.build_index import embed_corpus
 from ray_jobs.common import init_ray
 from t2rag.config import RunConfig, load_config
+from t2rag.data.corpus import Corpus
+from t2rag.data.distractors import extend, load_distractors, synthetic_contexts
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k
 from t2rag.plots import plot_corpus_size
 from t2rag.resources import Resources
 from t2rag.retrieval import QueryBlock, build_retriever
-from t2rag.storage import join, write_bytes
+from t2rag.retrieval.hashing_embedder import HASHING_MODEL
+from t2rag.storage import join, read_bytes, write_bytes
 
 log = logging.getLogger("t2rag.progress")
 
 DEFAULT_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)
+SYNTHETIC = "synthetic"
+RETRIEVAL_METHODS = ("bm25", "base", "hybrid_bm25", "hybrid_rrf")
 
 
 def sample_corpus_positions(n_docs: int, fraction: float, seed: int) -> np.ndarray:
@@ -38,42 +54,84 @@ def sample_corpus_positions(n_docs: int, fraction: float, seed: int) -> np.ndarr
     return np.sort(np.random.default_rng(seed).choice(n_docs, size=size, replace=False))
 
 
+def cell_corpus(own: Corpus, size: int, seed: int, pool: Corpus | None) -> tuple[Corpus, np.ndarray, np.ndarray]:
+    """The corpus of one size: a seeded sample of the subset's own contexts, or all of them and the first
+    `size - len(own)` distractors of the seed's order of the pool. Returns it with the positions of its own
+    contexts and of its distractors (in the pool)."""
+    if size <= len(own):
+        keep = sample_corpus_positions(len(own), size / len(own), seed)
+        return own.select(keep.tolist(), f"{own.name}-n{size}-s{seed}"), keep, np.zeros(0, np.int64)
+    if pool is None:
+        raise ValueError(f"size {size} is above {own.name}'s {len(own)} contexts: give distractors")
+    order = np.random.default_rng(seed).permutation(len(pool))[: size - len(own)]
+    corpus = extend(own, pool.select(order.tolist()))
+    if len(corpus) < size:  # the pool repeats some of the subset's own contexts
+        raise ValueError(f"size {size}: {own.name} and its distractors hold only {len(corpus)} contexts")
+    return replace(corpus, name=f"{own.name}-n{size}-s{seed}"), np.arange(len(own)), order
+
+
 def run_cells(
-    config_json: str, subset: str, fractions: list[float], seed: int, methods: list[str], vectors, qvectors
+    config_json: str,
+    subset: str,
+    sizes: list[int],
+    seed: int,
+    methods: list[str],
+    vectors: np.ndarray,
+    qvectors: np.ndarray | None,
+    pool: Corpus | None,
+    pool_vectors: np.ndarray | None,
 ) -> list[dict]:
-    """MRR@3 of each method on the sampled corpus of every fraction for one seed (runs as a Ray task)."""
+    """Every size and method of one (subset, seed), as one Ray task."""
     config = RunConfig.model_validate_json(config_json)
     resources = Resources(config)
-    corpus = resources.corpus(subset)
+    own = resources.corpus(subset)
     rows = resources.questions.subset(subset).scored()
     all_questions = np.asarray(rows.column("question").to_pylist(), dtype=object)
     all_gold = np.asarray(rows.column("context_id").to_pylist(), dtype=object)
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         retrieval = config.retrieval.model_copy(update={"index_uri": tmp})
-        for fraction in fractions:
-            keep = sample_corpus_positions(len(corpus), fraction, seed)
-            sub = corpus.select(keep.tolist(), name=f"{subset}-f{fraction:g}-s{seed}")
-            in_corpus = np.isin(all_gold, np.asarray(sub.context_ids))
+        for size in sizes:
+            corpus, mine, theirs = cell_corpus(own, size, seed, pool)
+            cell_vectors = np.concatenate([vectors[mine], pool_vectors[theirs]]) if len(theirs) else vectors[mine]
+            in_corpus = np.isin(all_gold, np.asarray(corpus.context_ids[: len(mine)]))
             questions, gold = all_questions[in_corpus].tolist(), all_gold[in_corpus].tolist()
             for method in methods:
                 retriever = build_retriever(method, retrieval)
-                retriever.index(sub, vectors=vectors[keep])
+                start = time.perf_counter()
+                retriever.index(corpus, vectors=cell_vectors)
+                indexed = time.perf_counter()
                 block = QueryBlock(questions, qvectors[in_corpus] if retriever.needs_query_vectors else None)
                 hits = retriever.search(block, config.retrieval.k)
-                ranks = gold_ranks(hits.context_ids(sub), gold)
+                searched = time.perf_counter()
+                ranks = gold_ranks(hits.context_ids(corpus), gold)
                 out.append(
                     {
                         "subset": subset,
                         "method": method,
-                        "fraction": fraction,
+                        "size": size,
                         "seed": seed,
-                        "documents": len(sub),
+                        "documents": len(corpus),
+                        "distractors": len(theirs),
                         "questions": len(questions),
                         "mrr@3": round(100 * mrr_at_k(ranks, 3), 4),
+                        "index_s": round(indexed - start, 3),
+                        "search_s": round(searched - indexed, 3),
+                        "queries_per_s": round(len(questions) / max(searched - indexed, 1e-9), 1),
+                        "task_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                     }
                 )
+                del retriever
     return out
+
+
+def ablation_config(config: RunConfig, distractors: str | None) -> RunConfig:
+    """A synthetic ablation embeds with the hashing embedder: the real model would take hours on synthetic text
+    that means nothing, and its vectors must match the distractors'."""
+    if distractors != SYNTHETIC:
+        return config
+    embedder = config.retrieval.embedder.model_copy(update={"model": HASHING_MODEL})
+    return config.model_copy(update={"retrieval": config.retrieval.model_copy(update={"embedder": embedder})})
 
 
 def ablate_corpus_size(
@@ -81,54 +139,119 @@ def ablate_corpus_size(
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS,
     seeds: int = 5,
     methods: list[str] | None = None,
+    sizes: tuple[int, ...] | None = None,
+    distractors: str | None = None,
 ) -> dict[str, str]:
-    """Run every cell in parallel and write the CSVs and the plot; returns their paths."""
+    """Run every (subset, seed) task, write the cells as they finish, then the table and the plot; returns their
+    paths. `sizes` (document counts) replaces `fractions` of each subset's corpus."""
     import pandas as pd
     import ray
 
-    methods = methods or [m for m in config.methods if m in ("bm25", "base", "hybrid_bm25", "hybrid_rrf")]
+    config = ablation_config(config, distractors)
+    synthetic = distractors == SYNTHETIC
+    methods = methods or [m for m in config.methods if m in RETRIEVAL_METHODS]
     resources = Resources(config)
-    config_json = config.model_dump_json()
-    futures = []
-    # One task per (subset, seed): each loads the questions once and walks the fractions.
+    stem = "corpus_size_synthetic" if synthetic else "corpus_size"
+    paths = {name: join(config.out, "ablations", f"{stem}{suffix}") for name, suffix in PATHS.items()}
+    done = _read_cells(paths["cells"])
+    pool = pool_vectors = None
+    wanted_sizes = {subset: _sizes(len(resources.corpus(subset)), sizes, fractions) for subset in resources.corpora}
+    most = max(s - len(resources.corpus(sub)) for sub, ss in wanted_sizes.items() for s in ss)
+    if most > 0:
+        pool = synthetic_contexts(most) if synthetic else load_distractors(_required(distractors))
+        pool_vectors = _embed(config, resources, pool, methods)
+    pool_ref, pool_vectors_ref = ray.put(pool), ray.put(pool_vectors)
     cells_task = ray.remote(num_cpus=1)(run_cells)
+    futures = []
     for subset in resources.questions.subsets:
+        todo = [s for s in range(seeds) if not _complete(done, subset, s, wanted_sizes[subset], methods)]
+        if not todo:
+            continue
         corpus = resources.corpus(subset)
+        questions = resources.questions.subset(subset).scored().column("question").to_pylist()
         start = time.perf_counter()
-        vectors = embed_corpus(config, corpus)
-        questions = resources.questions.subset(subset).scored()
-        qvectors = resources.embedder.embed_queries(questions.column("question").to_pylist())
+        vectors = ray.put(_embed(config, resources, corpus, methods))
+        qvectors = ray.put(resources.embedder.embed_queries(questions) if _dense(methods) else None)
+        seconds = time.perf_counter() - start
         log.info(
-            "[ablation] %s: embedded %d passages and %d questions in %.1fs",
-            subset,
-            len(corpus),
-            questions.num_rows,
-            time.perf_counter() - start,
+            "[ablation] %s: %d passages, %d questions embedded in %.1fs", subset, len(corpus), len(questions), seconds
         )
-        vref, qref = ray.put(vectors), ray.put(qvectors)
-        for seed in range(seeds):
-            futures.append(cells_task.remote(config_json, subset, list(fractions), seed, methods, vref, qref))
-    cells = pd.DataFrame([row for rows in ray.get(futures) for row in rows])
-    table = (
-        cells.groupby(["subset", "method", "fraction"], sort=True)
+        for seed in todo:
+            args = (config.model_dump_json(), subset, wanted_sizes[subset], seed, methods)
+            futures.append(cells_task.remote(*args, vectors, qvectors, pool_ref, pool_vectors_ref))
+    cells = done
+    while futures:
+        ready, futures = ray.wait(futures, num_returns=1)
+        cells = pd.concat([cells, pd.DataFrame(ray.get(ready[0]))], ignore_index=True)
+        _write_csv(cells.assign(synthetic=synthetic) if synthetic else cells, paths["cells"])
+        log.info("[ablation] %d cells written, %d tasks left", len(cells), len(futures))
+    table = _summary(cells)
+    _write_csv(table.assign(synthetic=synthetic) if synthetic else table, paths["table"])
+    write_bytes(paths["plot"], plot_corpus_size(table, synthetic=synthetic))
+    return paths
+
+
+PATHS = {"cells": "_cells.csv", "table": ".csv", "plot": ".png"}
+
+
+def _sizes(own: int, sizes: tuple[int, ...] | None, fractions: tuple[float, ...]) -> list[int]:
+    if sizes:
+        return sorted(set(sizes))
+    return sorted({max(1, round(f * own)) for f in fractions})
+
+
+def _required(distractors: str | None) -> str:
+    if not distractors:
+        raise ValueError("sizes above a subset's corpus need distractors (a source, or 'synthetic')")
+    return distractors
+
+
+def _dense(methods: list[str]) -> bool:
+    return any(m != "bm25" for m in methods)
+
+
+def _embed(config: RunConfig, resources: Resources, corpus: Corpus, methods: list[str]):
+    """Passage vectors for the dense methods (the Ray embedding pool, or the hashing embedder in this process)."""
+    if not _dense(methods):
+        return np.zeros((len(corpus), 0), np.float32)
+    if config.retrieval.embedder.model == HASHING_MODEL:
+        return resources.embedder.embed_passages(list(corpus.texts))
+    return embed_corpus(config, corpus)
+
+
+def _read_cells(path: str):
+    import io
+
+    import pandas as pd
+
+    data = read_bytes(path)
+    return pd.read_csv(io.BytesIO(data)) if data else pd.DataFrame()
+
+
+def _complete(done, subset: str, seed: int, sizes: list[int], methods: list[str]) -> bool:
+    if done.empty:
+        return False
+    mine = done[(done["subset"] == subset) & (done["seed"] == seed)]
+    return {(s, m) for s in sizes for m in methods} <= set(zip(mine["size"], mine["method"], strict=True))
+
+
+def _summary(cells):
+    """Mean and standard deviation of MRR@3 per (subset, method, size), with time and memory."""
+    return (
+        cells.groupby(["subset", "method", "size"], sort=True)
         .agg(
             mrr3_mean=("mrr@3", "mean"),
             mrr3_std=("mrr@3", "std"),
             documents=("documents", "mean"),
             questions=("questions", "mean"),
+            index_s=("index_s", "mean"),
+            queries_per_s=("queries_per_s", "mean"),
+            task_peak_rss_mb=("task_peak_rss_mb", "max"),
             seeds=("seed", "count"),
         )
         .reset_index()
+        .round(4)
     )
-    paths = {
-        "cells": join(config.out, "ablations", "corpus_size_cells.csv"),
-        "table": join(config.out, "ablations", "corpus_size.csv"),
-        "plot": join(config.out, "ablations", "corpus_size.png"),
-    }
-    _write_csv(cells, paths["cells"])
-    _write_csv(table.round(4), paths["table"])
-    write_bytes(paths["plot"], plot_corpus_size(table))
-    return paths
 
 
 def _write_csv(frame, path: str) -> None:
@@ -139,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True)
     parser.add_argument("--fractions", default=",".join(str(f) for f in DEFAULT_FRACTIONS))
+    parser.add_argument("--sizes", default=None, help="comma-separated corpus sizes (documents); replaces fractions")
+    parser.add_argument("--distractors", default=None, help="a source in the same layout, or 'synthetic'")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--methods", default=None, help="comma-separated retrieval methods (default: the config's)")
     args = parser.parse_args(argv)
@@ -146,8 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config)
     init_ray(config.ray)
     fractions = tuple(float(f) for f in args.fractions.split(","))
+    sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else None
     methods = args.methods.split(",") if args.methods else None
-    for name, path in ablate_corpus_size(config, fractions, args.seeds, methods).items():
+    paths = ablate_corpus_size(config, fractions, args.seeds, methods, sizes, args.distractors)
+    for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
 

@@ -61,17 +61,18 @@ def build_indexes(config: RunConfig, resources: Resources | None = None) -> list
     """Embed and store every corpus the run needs that is not indexed yet."""
     resources = resources or Resources(config)
     summarize_contexts(config, resources)
-    store = VectorStore(config.retrieval.index_uri)
+    store = VectorStore(config.retrieval.index_uri, config.retrieval.ann)
     key = config.retrieval.embedder.cache_key
     out = []
     for corpus in corpora_to_index(config, resources):
         name = table_name(corpus, key)
         if store.has_table(name, len(corpus)):
-            out.append({"corpus": corpus.name, "table": name, "rows": len(corpus), "reused": True})
+            table = store.open(name)  # builds a missing ANN index the config wants
+            out.append({"corpus": corpus.name, "table": name, "rows": len(corpus), "reused": True, **table.search_info})
             continue
         start = time.perf_counter()
         vectors = embed_corpus(config, corpus)
-        store.write(name, corpus, vectors)
+        table = store.write(name, corpus, vectors)
         seconds = time.perf_counter() - start
         log.info(
             "[build_index] corpus=%s rows=%d %.1fs (%.1f passages/s)",
@@ -80,7 +81,8 @@ def build_indexes(config: RunConfig, resources: Resources | None = None) -> list
             seconds,
             len(corpus) / seconds,
         )
-        out.append({"corpus": corpus.name, "table": name, "rows": len(corpus), "reused": False, "seconds": seconds})
+        row = {"corpus": corpus.name, "table": name, "rows": len(corpus), "reused": False, "seconds": seconds}
+        out.append({**row, **table.search_info})
     return out
 
 

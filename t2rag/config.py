@@ -28,6 +28,9 @@ class DataConfig(BaseModel):
     subsets: list[str] | None = None
     split: str | None = None
     pooled_corpus: bool = False  # one corpus over all subsets instead of one per subset
+    #: Another source in the same layout whose contexts (every subset and split) extend every corpus as
+    #: distractors; the questions stay this source's.
+    distractors: str | None = None
 
 
 class RayConfig(BaseModel):
@@ -48,6 +51,10 @@ class RayConfig(BaseModel):
     #: Rows per embedding call. The embedder batches inside by rows or tokens; a large call lets it sort by length
     #: and embed a question once for all methods (64 rows: 73 s of embedding in bench/ray_vs_local.py, 768: 57 s).
     embed_batch_size: int = Field(512, ge=1)
+    #: Tokenize for the embedder on CPU actors in front of the embedding actors, so a GPU never waits on a
+    #: tokenizer. None: when embedding actors hold GPUs.
+    tokenize_on_cpu: bool | None = None
+    tokenize_actors: int = Field(2, ge=1)
     retrieve_actors: int = Field(1, ge=1)
     retrieve_batch_size: int = Field(256, ge=1)
     rerank_actors: int = Field(1, ge=1)

@@ -3,7 +3,7 @@
 Writes, under `RUN_DIR/report/`: table3 (Number Match and MRR@3 per subset and weighted, one row per method),
 retrieval (every retrieval metric), generation (parse rates, prediction sources, tokens and time per method),
 table4 (the embedder ablation, when it ran), table5 (the corpus-size ablation as numbers: MRR@3 mean and standard
-deviation per fraction; Figure 4 is its plot), each as .md and .csv, plus methods.png, corpus_size.png and
+deviation per corpus size; Figure 4 is its plot), each as .md and .csv, plus methods.png, corpus_size.png and
 report.md which gathers them.
 """
 

@@ -10,6 +10,7 @@ from functools import cached_property
 
 from t2rag.config import RunConfig
 from t2rag.data import POOLED, Corpus, QuestionSet, build_corpora, build_corpus, load_questions
+from t2rag.data.distractors import extend, load_distractors
 from t2rag.errors import ConfigError, InputError
 from t2rag.generation.base import Generator
 from t2rag.generation.config import GeneratorConfig, build_generator
@@ -17,7 +18,9 @@ from t2rag.methods import Method
 from t2rag.pipeline.progress import StageLog
 from t2rag.prompts import Prompts
 from t2rag.retrieval import Retriever, build_retriever
-from t2rag.retrieval.embedder import Embedder
+from t2rag.retrieval.embed_tokenizer import EmbedTokenizer
+from t2rag.retrieval.embedder import Embedder, make_embedder
+from t2rag.retrieval.shards import shard_ranges
 
 
 class Resources:
@@ -49,11 +52,19 @@ class Resources:
 
     @cached_property
     def corpora(self) -> dict[str, Corpus]:
-        return build_corpora(self.questions, self.config.data.pooled_corpus)
+        corpora = build_corpora(self.questions, self.config.data.pooled_corpus)
+        return {name: self._with_distractors(c) for name, c in corpora.items()}
 
     @cached_property
     def pooled_corpus(self) -> Corpus:
-        return build_corpus(self.questions, None)
+        return self._with_distractors(build_corpus(self.questions, None))
+
+    def _with_distractors(self, corpus: Corpus) -> Corpus:
+        return extend(corpus, self.distractors) if self.config.data.distractors else corpus
+
+    @cached_property
+    def distractors(self) -> Corpus:
+        return load_distractors(self.config.data.distractors)
 
     def corpus(self, subset: str | None) -> Corpus:
         """A subset's corpus; None (or "pooled") means all loaded subsets pooled into one."""
@@ -92,18 +103,28 @@ class Resources:
 
     @cached_property
     def embedder(self) -> Embedder:
-        return Embedder(self.config.retrieval.embedder)
+        return make_embedder(self.config.retrieval.embedder)
+
+    @cached_property
+    def embed_tokenizer(self) -> EmbedTokenizer:
+        return EmbedTokenizer(self.config.retrieval.embedder)
 
     def retriever(self, method: Method, subset: str | None) -> Retriever:
-        """The method's retriever, indexed on its corpus (built once per retriever and corpus)."""
+        """The method's retriever, indexed on its corpus, or on its shard `retrieval.shard` (built once per
+        retriever and corpus)."""
         if method.retriever is None:
             raise InputError(f"method '{method.name}' does not retrieve")
         corpus = self.index_corpus(method, subset)
         key = (method.retriever, corpus.fingerprint)
         if key not in self._retrievers:
-            retriever = build_retriever(method.retriever, self.config.retrieval)
-            with self.log.stage("index", len(corpus), retriever=method.retriever, corpus=corpus.name):
-                retriever.index(corpus)
+            r = self.config.retrieval
+            retriever = build_retriever(method.retriever, r)
+            with self.log.stage("index", len(corpus), retriever=method.retriever, corpus=corpus.name) as labels:
+                if r.shard is None:
+                    retriever.index(corpus)
+                else:  # one shard's actor (Ray): hits come back with shard-local positions
+                    retriever.index_shard(corpus, shard_ranges(len(corpus), r.shards)[r.shard])
+                labels.update(getattr(retriever, "index_info", {}))
             self._retrievers[key] = retriever
         return self._retrievers[key]
 

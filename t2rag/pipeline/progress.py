@@ -17,9 +17,11 @@ class StageLog:
     entries: list[dict] = field(default_factory=list)
 
     @contextmanager
-    def stage(self, stage: str, rows: int, **labels: str):
+    def stage(self, stage: str, rows: int, **labels: object):
+        """Time the block; it may add labels to the yielded dict (they go into the line and the manifest)."""
         start = time.perf_counter()
-        yield
+        labels = dict(labels)
+        yield labels
         seconds = time.perf_counter() - start
         entry = {"stage": stage, "rows": rows, "seconds": round(seconds, 3), **labels}
         self.entries.append(entry)

@@ -40,18 +40,6 @@ class Hits:
         """The first n results of every query."""
         return Hits(self.indices[:, :n], self.scores[:, :n])
 
-    @staticmethod
-    def concat(parts: Sequence[Hits]) -> Hits:
-        width = max((p.indices.shape[1] for p in parts), default=0)
-
-        def pad(a: np.ndarray, fill: float) -> np.ndarray:
-            return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
-
-        return Hits(
-            np.concatenate([pad(p.indices, -1) for p in parts]) if parts else np.zeros((0, 0), np.int64),
-            np.concatenate([pad(p.scores, np.nan) for p in parts]) if parts else np.zeros((0, 0)),
-        )
-
 
 @dataclass
 class QueryBlock:
@@ -82,10 +70,26 @@ class Retriever(ABC):
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
         """Rank the corpus for every query; returns `result_depth(k, depth)` results per query."""
 
+    def index_shard(self, corpus: Corpus, shard: range, vectors: np.ndarray | None = None, context=None):
+        """Index only the documents `shard` of the corpus (positions in hits are then shard-local). `context` is
+        what an earlier shard of the same corpus returned (corpus-wide state worth sharing); returns it."""
+        if not self.shardable:
+            raise ValueError(f"retriever '{self.name}' cannot be sharded (shardable: bm25, base)")
+        self.index(shard_corpus(corpus, shard), None if vectors is None else vectors[shard.start : shard.stop])
+        return context
+
+    #: Whether a shard scores its documents as the whole index would (see t2rag.retrieval.shards).
+    shardable: bool = False
+
     @property
     @abstractmethod
     def corpus(self) -> Corpus:
         """The indexed corpus."""
+
+
+def shard_corpus(corpus: Corpus, shard: range) -> Corpus:
+    """The documents `shard` of a corpus, named after it."""
+    return corpus.select(list(shard), f"{corpus.name}[{shard.start}:{shard.stop}]")
 
 
 class IndexedMixin:

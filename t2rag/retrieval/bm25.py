@@ -8,13 +8,9 @@ from functools import lru_cache
 import numpy as np
 
 from t2rag.data.corpus import Corpus
-from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
-from t2rag.retrieval.bm25_matrix import BM25Matrix, BM25Params
-from t2rag.retrieval.ranking import top_n
+from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth, shard_corpus
+from t2rag.retrieval.bm25_matrix import BM25Matrix, BM25Params, BM25Statistics
 from t2rag.retrieval.tokenize import get_tokenizer
-
-#: Queries scored per sparse product; bounds the dense score block to BLOCK x documents floats.
-BLOCK = 1024
 
 
 @lru_cache(maxsize=16)
@@ -26,6 +22,7 @@ class BM25Retriever(IndexedMixin, Retriever):
     """Okapi BM25 with rank_bm25's defaults and the paper's lowercase-whitespace tokenization."""
 
     name = "bm25"
+    shardable = True
 
     def __init__(self, tokenizer: str = "whitespace", k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
         get_tokenizer(tokenizer)  # fail early on a bad name
@@ -37,6 +34,14 @@ class BM25Retriever(IndexedMixin, Retriever):
         self._corpus = corpus
         self.matrix = _cached_matrix(corpus.fingerprint, corpus.texts, self.tokenizer, self.params)
 
+    def index_shard(self, corpus: Corpus, shard: range, vectors: np.ndarray | None = None, context=None):
+        """A shard's weights with the whole corpus's statistics (the context shared between shards)."""
+        tokenizer = get_tokenizer(self.tokenizer)
+        statistics = context or BM25Statistics.of(corpus.texts, tokenizer)
+        self._corpus = shard_corpus(corpus, shard)
+        self.matrix = BM25Matrix(self._corpus.texts, tokenizer, self.params, statistics)
+        return statistics
+
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """Dense (queries x documents) BM25 scores."""
         if self.matrix is None:
@@ -44,10 +49,6 @@ class BM25Retriever(IndexedMixin, Retriever):
         return self.matrix.scores(list(queries))
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
-        block = as_block(queries)
-        n = result_depth(k, depth)
-        parts = []
-        for start in range(0, len(block), BLOCK):
-            scores = self.scores(block.texts[start : start + BLOCK])
-            parts.append(Hits(*top_n(scores, n)))
-        return Hits.concat(parts) if parts else Hits(np.zeros((0, n), np.int64), np.zeros((0, n)))
+        if self.matrix is None:
+            raise RuntimeError("BM25Retriever: call index(corpus) before search")
+        return Hits(*self.matrix.top_k(as_block(queries).texts, result_depth(k, depth)))

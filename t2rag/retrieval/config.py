@@ -12,7 +12,9 @@ from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.embedder import EmbedderConfig
 from t2rag.retrieval.hybrid import HybridBM25Retriever, HybridRRFRetriever
 from t2rag.retrieval.reranker import RerankerConfig
+from t2rag.retrieval.shards import ShardedRetriever
 from t2rag.retrieval.tokenize import TOKENIZERS
+from t2rag.retrieval.vector_store import AnnConfig
 
 
 class BM25Config(BaseModel):
@@ -56,10 +58,22 @@ class RetrievalConfig(BaseModel):
     bm25: BM25Config = BM25Config()
     hybrid: HybridConfig = HybridConfig()
     reranker: RerankerConfig = RerankerConfig()
+    ann: AnnConfig = AnnConfig()  # flat (exact) dense search unless ann.above is set
+    #: Split each corpus into this many document ranges, searched separately and merged exactly (bm25, base).
+    #: On Ray each shard is held by its own retrieval actors; in one process they run one after another.
+    shards: int = Field(1, ge=1)
+    #: Set by Ray's placement for a shard's actors: this process holds only that shard (0-based).
+    shard: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _shard_exists(self) -> RetrievalConfig:
+        if self.shard is not None and self.shard >= self.shards:
+            raise ValueError(f"retrieval.shard {self.shard} is not below retrieval.shards {self.shards}")
+        return self
 
 
 def _dense(c: RetrievalConfig) -> DenseRetriever:
-    return DenseRetriever(c.embedder, c.index_uri)
+    return DenseRetriever(c.embedder, c.index_uri, c.ann)
 
 
 def _bm25(c: RetrievalConfig) -> BM25Retriever:
@@ -80,4 +94,7 @@ def build_retriever(name: str, config: RetrievalConfig | None = None) -> Retriev
         factory = RETRIEVERS[name]
     except KeyError:
         raise ValueError(f"unknown retriever '{name}' (choose from {', '.join(RETRIEVERS)})") from None
-    return factory(config or RetrievalConfig())
+    config = config or RetrievalConfig()
+    if config.shards > 1 and config.shard is None:
+        return ShardedRetriever(lambda: factory(config), config.shards)
+    return factory(config)

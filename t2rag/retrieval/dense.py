@@ -8,8 +8,8 @@ import numpy as np
 
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
-from t2rag.retrieval.embedder import Embedder, EmbedderConfig
-from t2rag.retrieval.vector_store import DenseTable, VectorStore, table_name
+from t2rag.retrieval.embedder import Embedder, EmbedderConfig, make_embedder
+from t2rag.retrieval.vector_store import AnnConfig, DenseTable, VectorStore, table_name
 
 
 class DenseRetriever(IndexedMixin, Retriever):
@@ -17,30 +17,41 @@ class DenseRetriever(IndexedMixin, Retriever):
 
     name = "base"
     needs_query_vectors = True
+    shardable = True  # a flat scan scores a document the same in any table
 
-    def __init__(self, embedder: EmbedderConfig | Embedder | None = None, index_uri: str | None = None):
+    def __init__(
+        self,
+        embedder: EmbedderConfig | Embedder | None = None,
+        index_uri: str | None = None,
+        ann: AnnConfig | None = None,
+    ):
         self._embedder = embedder if isinstance(embedder, Embedder) else None
         self.embedder_config = embedder.config if isinstance(embedder, Embedder) else (embedder or EmbedderConfig())
         self.index_uri = index_uri
+        self.ann = ann
         self.table: DenseTable | None = None
 
     @property
     def embedder(self) -> Embedder:
         """Loaded on first use, so a retriever fed precomputed vectors never loads the model."""
         if self._embedder is None:
-            self._embedder = Embedder(self.embedder_config)
+            self._embedder = make_embedder(self.embedder_config)
         return self._embedder
 
     def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         """Open or build the LanceDB table; `vectors` skips embedding when they were computed elsewhere."""
         self._corpus = corpus
-        store = VectorStore(self.index_uri)
+        store = VectorStore(self.index_uri, self.ann)
         name = table_name(corpus, self.embedder_config.cache_key)
         if vectors is not None:
             self.table = store.write(name, corpus, vectors)
         else:
             # A lambda, so the model loads only when the table has to be built.
             self.table = store.get_or_build(name, corpus, lambda texts: self.embedder.embed_passages(texts))
+
+    @property
+    def index_info(self) -> dict:
+        return self.table.search_info if self.table is not None else {}
 
     def query_vectors(self, block: QueryBlock) -> np.ndarray:
         return block.vectors if block.vectors is not None else self.embedder.embed_queries(block.texts)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from t2rag.retrieval.token_batches import token_batches
+from t2rag.retrieval.token_batches import TokenBatch, pack_for, token_batches
 
 log = logging.getLogger(__name__)
 
@@ -139,12 +139,20 @@ class Embedder:
 
     def _encode_ahead(self, texts: Sequence[str]) -> np.ndarray:
         """Token ids from a thread running ahead, batches by token budget, vectors back in input order."""
+        tokenizer, budget = self.model.tokenizer, self.config.tokens_per_batch
+        return self._run(token_batches(tokenizer, texts, self.model.max_seq_length, budget), len(texts))
+
+    def embed_token_ids(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Vectors of texts tokenized elsewhere (`EmbedTokenizer`, templates applied), in input order."""
+        positions = np.arange(len(ids))
+        return self._run(pack_for(self.model.tokenizer, ids, positions, self.config.tokens_per_batch), len(ids))
+
+    def _run(self, batches: Iterable[TokenBatch], n: int) -> np.ndarray:
         import torch
 
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        out = np.empty((n, self.dim), dtype=np.float32)
         device = self.model.device
         pending: list[tuple[np.ndarray, torch.Tensor]] = []
-        batches = token_batches(self.model.tokenizer, texts, self.model.max_seq_length, self.config.tokens_per_batch)
         with torch.inference_mode():
             for batch in batches:
                 features = {"modality": "text"}
@@ -167,6 +175,14 @@ class Embedder:
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode([self.query_template.format(text=t) for t in texts])
+
+
+def make_embedder(config: EmbedderConfig | None = None):
+    """An `Embedder`, or the deterministic `HashingEmbedder` for `model: hashing` (timing-only corpora)."""
+    from t2rag.retrieval.hashing_embedder import HASHING_MODEL, HashingEmbedder
+
+    config = config or EmbedderConfig()
+    return HashingEmbedder(config) if config.model == HASHING_MODEL else Embedder(config)
 
 
 def _drain(pending: list, out: np.ndarray) -> None:

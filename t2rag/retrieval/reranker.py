@@ -1,5 +1,10 @@
 """The cross-encoder that re-scores a candidate pool (pool = 3 x k by default, as in the paper); the `rerank` stage
-(t2rag/stages/rerank.py) applies it."""
+(t2rag/stages/rerank.py) applies it.
+
+On CUDA the pairs are tokenized one batch ahead in a worker thread (sentence-transformers' own `preprocess`, so the
+ids and padding are exactly those of `CrossEncoder.predict`) while the model scores the batch before, in bf16. On CPU
+`predict` itself runs: tokenizer and model would compete for the same cores, and its scores stay bit-identical.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,9 @@ from pydantic import BaseModel, ConfigDict
 
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import Hits
-from t2rag.retrieval.embedder import resolve_model_path
+from t2rag.retrieval.embedder import default_device, resolve_model_path
 from t2rag.retrieval.ranking import top_n
+from t2rag.retrieval.token_batches import prefetched
 
 log = logging.getLogger(__name__)
 
@@ -26,20 +32,27 @@ class RerankerConfig(BaseModel):
     pool_factor: int = 3
     batch_size: int = 32
     max_length: int = 512
-    device: str | None = None
+    device: str | None = None  # None: CUDA when available, else CPU
+    dtype: str | None = None  # None: bfloat16 on CUDA, float32 elsewhere
+    #: Tokenize the next batch in a thread while the model scores this one. None: on CUDA only (see above).
+    tokenize_ahead: bool | None = None
 
 
 @lru_cache(maxsize=2)
-def _load_cross_encoder(path: str, num_labels: int | None, max_length: int, device: str | None):
+def _load_cross_encoder(path: str, num_labels: int | None, max_length: int, device: str, dtype: str | None):
     import torch
     from sentence_transformers import CrossEncoder
 
+    kwargs: dict = {"max_length": max_length, "device": device}
+    dtype = dtype or ("bfloat16" if device.startswith("cuda") else None)
+    if dtype:
+        kwargs["model_kwargs"] = {"torch_dtype": getattr(torch, dtype)}
     if not num_labels:
-        return CrossEncoder(path, max_length=max_length, device=device)
+        return CrossEncoder(path, **kwargs)
     # A fresh scoring head is random: seed it so every process (driver, actors, replicas) builds the same one.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return CrossEncoder(path, max_length=max_length, device=device, num_labels=num_labels)
+        return CrossEncoder(path, num_labels=num_labels, **kwargs)
 
 
 class CrossEncoderScorer:
@@ -48,16 +61,41 @@ class CrossEncoderScorer:
     def __init__(self, config: RerankerConfig | None = None):
         self.config = config or RerankerConfig()
         c = self.config
-        self.model = _load_cross_encoder(resolve_model_path(c.model), c.num_labels, c.max_length, c.device)
+        device = c.device or default_device()
+        self.model = _load_cross_encoder(resolve_model_path(c.model), c.num_labels, c.max_length, device, c.dtype)
+        self.tokenize_ahead = device.startswith("cuda") if c.tokenize_ahead is None else c.tokenize_ahead
 
     def score(self, questions: Sequence[str], passages: Sequence[str]) -> np.ndarray:
+        """One score per (question, passage) pair: the model's last label after its activation."""
         if not questions:
             return np.zeros(0)
         pairs = list(zip(questions, passages, strict=True))
-        out = self.model.predict(
-            pairs, batch_size=self.config.batch_size, show_progress_bar=False, convert_to_numpy=True
-        )
+        if self.tokenize_ahead:
+            out = self._score_ahead(pairs)
+        else:
+            out = self.model.predict(
+                pairs, batch_size=self.config.batch_size, show_progress_bar=False, convert_to_numpy=True
+            )
         return np.asarray(out, dtype=np.float64).reshape(len(pairs), -1)[:, -1]
+
+    def _score_ahead(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        """Longest pairs first in batches of batch_size, each tokenized while the batch before is scored."""
+        import torch
+        from sentence_transformers.util import batch_to_device
+
+        order = np.argsort([-(len(q) + len(p)) for q, p in pairs], kind="stable")
+        size = self.config.batch_size
+        batches = [order[s : s + size] for s in range(0, len(order), size)]
+        out = np.empty((len(pairs), max(self.model.num_labels, 1)), dtype=np.float32)
+        model, activation = self.model, self.model.activation_fn
+        with torch.inference_mode():
+            work = prefetched(lambda rows: (rows, model.preprocess([pairs[i] for i in rows])), batches)
+            for rows, features in work:
+                scores = model(batch_to_device(features, model.device))["scores"].float()
+                if activation is not None:
+                    scores = activation(scores)
+                out[rows] = scores.reshape(len(rows), -1).cpu().numpy()
+        return out
 
     def rerank(self, questions: Sequence[str], pool: Hits, corpus: Corpus, n: int) -> Hits:
         """Re-score every candidate of the pool and keep the n best per question (ties: pool order)."""

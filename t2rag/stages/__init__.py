@@ -8,7 +8,8 @@ Rows enter as the plan makes them (`t2rag.pipeline.plan`): `id, subset, method, 
 | hyde_prompts | question | messages_json, params_json |
 | generate | messages_json, params_json | raw_output, prompt_tokens, completion_tokens, generation_s, generation_error |
 | hyde_query | raw_output, question | query_text, query_as_passage (drops the request and generation columns) |
-| embed_queries | query_text or question, query_as_passage | query_vector |
+| tokenize_queries | query_text or question, query_as_passage | query_token_ids (Ray, in front of GPU embedding) |
+| embed_queries | query_text or question, query_as_passage, query_token_ids if present | query_vector |
 | retrieve | question, query_vector, context_id, k | context_ids, scores, gold_rank |
 | rerank | question, context_ids, context_id, k | context_ids, scores, gold_rank (reranked) |
 | read_contexts | context_ids, gold_context, k | reader_texts |
@@ -16,8 +17,9 @@ Rows enter as the plan makes them (`t2rag.pipeline.plan`): `id, subset, method, 
 | parse_answers | raw_output, table_text, reference | formula, prediction_source, prediction, json_ok, formula_ok, |
 | | | number_match, reasoning_steps |
 
-`t2rag.pipeline.records.to_records` then keeps the record columns. Corpus-side stages: `embed_passages`
-(text -> vector) and `context_summary_prompts` (text -> request columns).
+`t2rag.pipeline.records.to_records` then keeps the record columns. Corpus-side stages: `tokenize_passages`
+(text -> token_ids), `embed_passages` (text, token_ids if present -> vector) and `context_summary_prompts`
+(text -> request columns).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 from t2rag.stages.answer import AnswerPrompts, ParseAnswers, ReadContexts
 from t2rag.stages.base import Stage
 from t2rag.stages.context_summaries import ContextSummaryPrompts
-from t2rag.stages.embed import EmbedPassages, EmbedQueries
+from t2rag.stages.embed import EmbedPassages, EmbedQueries, TokenizePassages, TokenizeQueries
 from t2rag.stages.generate import Generate
 from t2rag.stages.hyde import HydePrompts, HydeQuery
 from t2rag.stages.rerank import Rerank
@@ -37,12 +39,14 @@ STAGES: dict[str, type[Stage]] = {
         HydePrompts,
         Generate,
         HydeQuery,
+        TokenizeQueries,
         EmbedQueries,
         Retrieve,
         Rerank,
         ReadContexts,
         AnswerPrompts,
         ParseAnswers,
+        TokenizePassages,
         EmbedPassages,
         ContextSummaryPrompts,
     )

@@ -1,4 +1,8 @@
-"""Dense embedding stages: query vectors for retrieval, passage vectors for building an index."""
+"""Dense embedding stages: query vectors for retrieval, passage vectors for building an index.
+
+The embedding stages tokenize for themselves, unless an earlier tokenizing stage (run by Ray on CPU actors in front
+of GPU embedding actors) left the ids in `query_token_ids` / `token_ids`.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import pyarrow as pa
 from t2rag.stages.base import Stage, column, with_columns
 
 VECTOR_TYPE = pa.list_(pa.float32())
+TOKEN_IDS_TYPE = pa.list_(pa.int32())
 
 
 def vectors_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -28,8 +33,32 @@ def vector_column(matrix: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(offsets, pa.array(matrix.reshape(-1)))
 
 
+def _query_texts(batch: pa.Table) -> tuple[list[str], list[bool]]:
+    texts = column(batch, "query_text") if "query_text" in batch.column_names else column(batch, "question")
+    return texts, [bool(p) for p in column(batch, "query_as_passage", False)]
+
+
+class TokenizeQueries(Stage):
+    """`query_text` (default: `question`), `query_as_passage` -> `query_token_ids`: the ids `embed_queries` would
+    make itself, query or passage template applied."""
+
+    name = "tokenize_queries"
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        texts, as_passage = _query_texts(batch)
+        tokenizer = self.resources.embed_tokenizer
+        ids: list[list[int]] = [[] for _ in texts]
+        for passage in (False, True):
+            rows = [i for i, p in enumerate(as_passage) if p is passage]
+            if rows:
+                tokenize = tokenizer.passages if passage else tokenizer.queries
+                for row, row_ids in zip(rows, tokenize([texts[i] for i in rows]), strict=True):
+                    ids[row] = row_ids
+        return with_columns(batch, {"query_token_ids": pa.array(ids, TOKEN_IDS_TYPE)})
+
+
 class EmbedQueries(Stage):
-    """`query_text` (default: `question`) -> `query_vector`.
+    """`query_text` (default: `question`), `query_as_passage`, optional `query_token_ids` -> `query_vector`.
 
     Rows with `query_as_passage` true (a generated HyDE document) are embedded as passages, the others with the
     embedder's query template. Each distinct text is embedded once per batch, however many methods share it.
@@ -38,18 +67,25 @@ class EmbedQueries(Stage):
     name = "embed_queries"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        texts = column(batch, "query_text") if "query_text" in batch.column_names else column(batch, "question")
-        as_passage = [bool(p) for p in column(batch, "query_as_passage", False)]
-        # Each distinct (text, kind) is embedded once; `slot` maps every row to its distinct key.
-        distinct = dict.fromkeys(zip(texts, as_passage, strict=True))
+        texts, as_passage = _query_texts(batch)
+        ids = column(batch, "query_token_ids") if "query_token_ids" in batch.column_names else None
+        # Each distinct (text, kind) is embedded once; `first` is the row it was first seen in.
+        first: dict[tuple[str, bool], int] = {}
+        for row, key in enumerate(zip(texts, as_passage, strict=True)):
+            first.setdefault(key, row)
         embedder = self.resources.embedder
         parts, order = [], []
         for passage in (False, True):
-            keys = [key for key in distinct if key[1] is passage]
-            if keys:
+            keys = [key for key in first if key[1] is passage]
+            if not keys:
+                continue
+            if ids is not None:
+                vectors = embedder.embed_token_ids([ids[first[key]] for key in keys])
+            else:
                 embed = embedder.embed_passages if passage else embedder.embed_queries
-                parts.append(np.asarray(embed([text for text, _ in keys]), dtype=np.float32))
-                order += keys
+                vectors = embed([text for text, _ in keys])
+            parts.append(np.asarray(vectors, dtype=np.float32))
+            order += keys
         if not parts:
             return with_columns(batch, {"query_vector": pa.nulls(0, VECTOR_TYPE)})
         slot = {key: i for i, key in enumerate(order)}
@@ -57,11 +93,26 @@ class EmbedQueries(Stage):
         return with_columns(batch, {"query_vector": vector_column(np.concatenate(parts)[rows])})
 
 
+class TokenizePassages(Stage):
+    """`text` -> `token_ids`: the ids `embed_passages` would make itself."""
+
+    name = "tokenize_passages"
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        ids = self.resources.embed_tokenizer.passages(batch.column("text").to_pylist())
+        return with_columns(batch, {"token_ids": pa.array(ids, TOKEN_IDS_TYPE)})
+
+
 class EmbedPassages(Stage):
-    """`text` -> `vector`: passage embeddings for a dense index (the model loads once per process)."""
+    """`text`, optional `token_ids` -> `vector`: passage embeddings for a dense index (the model loads once per
+    process)."""
 
     name = "embed_passages"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        vectors = self.resources.embedder.embed_passages(batch.column("text").to_pylist())
+        embedder = self.resources.embedder
+        if "token_ids" in batch.column_names:
+            vectors = embedder.embed_token_ids(batch.column("token_ids").to_pylist())
+        else:
+            vectors = embedder.embed_passages(batch.column("text").to_pylist())
         return with_columns(batch, {"vector": vector_column(vectors)})

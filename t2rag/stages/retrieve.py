@@ -11,6 +11,7 @@ from t2rag.methods import Method, get_method
 from t2rag.metrics.retrieval import gold_ranks
 from t2rag.retrieval import Hits, QueryBlock
 from t2rag.retrieval.base import result_depth
+from t2rag.retrieval.shards import merge_hits, offset_hits, shard_ranges
 from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
 from t2rag.stages.embed import vectors_of
 
@@ -44,18 +45,26 @@ def ranking_arrays(columns: dict[str, list]) -> dict[str, pa.Array]:
     return {name: pa.array(values, RANKING_TYPES[name]) for name, values in columns.items()}
 
 
+#: The running top list a shard's actors pass to the next shard's (corpus positions, scores; -1 and NaN: empty).
+SHARD_TYPES: dict[str, pa.DataType] = {"shard_positions": pa.list_(pa.int64()), "shard_scores": pa.list_(pa.float64())}
+
+
 class Retrieve(Stage):
     """`question`, `query_vector` (dense retrievers), `context_id` (gold, optional), `k` (optional)
     -> `context_ids`, `scores`, `gold_rank`.
 
     The corpus is the row's `subset` (or "pooled"); summary-indexed methods search the summaries of that corpus.
+    In the actors of one shard of a sharded corpus (`retrieval.shard`, Ray), it merges its shard's hits into
+    `shard_positions` / `shard_scores` from the shards before, and the last shard writes the ranking columns.
     """
 
     name = "retrieve"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         n = batch.num_rows
-        out: dict[str, list] = {name: [None] * n for name in RANKING_TYPES}
+        shard = self.config.retrieval.shard
+        last = shard is None or shard == self.config.retrieval.shards - 1
+        out: dict[str, list] = {name: [None] * n for name in (RANKING_TYPES if last else SHARD_TYPES)}
         questions = batch.column("question").to_pylist()
         vectors = vectors_of(batch.column("query_vector")) if "query_vector" in batch.column_names else None
         gold = column(batch, "context_id")
@@ -68,7 +77,31 @@ class Retrieve(Stage):
                 if vectors is None:
                     raise ValueError(f"method {method_name} searches with query vectors: run embed_queries first")
                 block.vectors = vectors[rows]
-            hits = retriever.search(block, k, depth=search_depth(method, self.config, k))
-            for name, values in ranking_columns(hits, retriever.corpus, [gold[i] for i in rows]).items():
+            depth = search_depth(method, self.config, k)
+            hits = retriever.search(block, k, depth=depth)
+            corpus = retriever.corpus
+            if shard is not None:
+                hits = self._with_earlier_shards(
+                    batch, rows, hits, depth, len(self.resources.index_corpus(method, subset))
+                )
+                corpus = self.resources.index_corpus(method, subset)
+                if not last:
+                    set_rows(out["shard_positions"], rows, hits.indices.tolist())
+                    set_rows(out["shard_scores"], rows, hits.scores.tolist())
+                    continue
+            for name, values in ranking_columns(hits, corpus, [gold[i] for i in rows]).items():
                 set_rows(out[name], rows, values)
+        if not last:
+            return with_columns(batch, {name: pa.array(values, SHARD_TYPES[name]) for name, values in out.items()})
+        batch = batch.drop_columns([c for c in SHARD_TYPES if c in batch.column_names])
         return with_columns(batch, ranking_arrays(out))
+
+    def _with_earlier_shards(self, batch: pa.Table, rows: np.ndarray, hits: Hits, depth: int, n_docs: int) -> Hits:
+        """This shard's hits at corpus positions, merged with the running list from the shards before."""
+        r = self.config.retrieval
+        parts = [offset_hits(hits, shard_ranges(n_docs, r.shards)[r.shard].start)]
+        if "shard_positions" in batch.column_names:
+            positions = batch.column("shard_positions").take(pa.array(rows)).to_pylist()
+            scores = batch.column("shard_scores").take(pa.array(rows)).to_pylist()
+            parts.append(Hits(np.array(positions, np.int64), np.array(scores, np.float64)))
+        return merge_hits(parts, depth)

@@ -26,11 +26,11 @@ def test_corpus_size_ablation(ray_local, mini_data, tmp_path):
     cells = _rows(paths["cells"])
     assert len(cells) == 2 * 2 * 2 * 2  # subsets x fractions x seeds x methods
     table = _rows(paths["table"])
-    assert {(r["subset"], r["method"], r["fraction"]) for r in table} >= {
-        ("FinQA", "bm25", "0.4"),
-        ("TAT-DQA", "base", "1.0"),
+    assert {(r["subset"], r["method"], r["size"]) for r in table} >= {
+        ("FinQA", "bm25", "10"),
+        ("TAT-DQA", "base", "25"),
     }
-    full = {(r["subset"], r["method"]): r for r in table if r["fraction"] == "1.0"}
+    full = {(r["subset"], r["method"]): r for r in table if r["size"] == "25"}
     # The whole corpus is the same for every seed: no spread, and the value equals the plain evaluation.
     reference = run_local(config.model_copy(update={"retrieval_only": True, "out": str(tmp_path / "plain")}))
     for (subset, method), row in full.items():
@@ -38,11 +38,38 @@ def test_corpus_size_ablation(ray_local, mini_data, tmp_path):
         assert float(row["mrr3_mean"]) == pytest.approx(
             reference["methods"][method]["subsets"][subset]["mrr@3"], abs=1e-3
         )
-    small = [r for r in table if r["fraction"] == "0.4"]
-    assert all(float(r["documents"]) == 10 for r in small)  # 40% of 25 contexts
+    small = [r for r in table if r["size"] == "10"]
+    assert small and all(float(r["documents"]) == 10 for r in small)  # 40% of 25 contexts
     assert (tmp_path / "ablations" / "corpus_size.png").stat().st_size > 10_000
     report = write_report(str(tmp_path / "plain"), str(tmp_path / "report"))
     assert "table3" in report
+
+
+def test_upward_ablation_with_synthetic_distractors_resumes(ray_local, mini_data, tmp_path):
+    """Sizes below, at and above each subset's 25 contexts; above it every question is asked against its own
+    contexts plus synthetic distractors (labelled, and kept out of the quality table). A rerun computes nothing."""
+    config = load_config(None, {"data": {"source": mini_data}, "methods": ["bm25", "base"], "out": str(tmp_path)})
+    sizes = (10, 25, 60, 400)
+    paths = ablate_corpus_size(config, seeds=2, sizes=sizes, distractors="synthetic")
+    assert paths["cells"].endswith("corpus_size_synthetic_cells.csv")
+    cells = _rows(paths["cells"])
+    assert len(cells) == 2 * len(sizes) * 2 * 2 and all(c["synthetic"] == "True" for c in cells)
+    assert {int(c["documents"]) for c in cells} == set(sizes)
+    asked = {c["subset"]: int(c["questions"]) for c in cells if c["size"] == "25"}
+    assert all(int(c["questions"]) == asked[c["subset"]] for c in cells if int(c["size"]) >= 25)
+    assert all(int(c["distractors"]) == max(0, int(c["size"]) - 25) for c in cells)
+    # Dense scores of the documents already there do not change as a seed's corpus grows (BM25's statistics do),
+    # so added documents can only push a gold context down.
+    dense = {(c["subset"], c["size"], c["seed"]): float(c["mrr@3"]) for c in cells if c["method"] == "base"}
+    for subset in asked:
+        for seed in ("0", "1"):
+            assert dense[(subset, "400", seed)] <= dense[(subset, "60", seed)] <= dense[(subset, "25", seed)]
+    assert not (tmp_path / "ablations" / "corpus_size.csv").exists()  # nothing synthetic in the quality table
+    table = _rows(paths["table"])
+    assert {"index_s", "queries_per_s", "task_peak_rss_mb"} <= set(table[0])
+    before = (tmp_path / "ablations" / "corpus_size_synthetic_cells.csv").read_text()
+    ablate_corpus_size(config, seeds=2, sizes=sizes, distractors="synthetic")
+    assert (tmp_path / "ablations" / "corpus_size_synthetic_cells.csv").read_text() == before
 
 
 def test_sampling_is_seeded():

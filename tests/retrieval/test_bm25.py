@@ -13,8 +13,12 @@ from t2rag.retrieval.ranking import top_n
 from t2rag.retrieval.tokenize import numeric_tokenize, whitespace_tokenize
 
 
-@pytest.mark.parametrize("subset", ["FinQA", "TAT-DQA"])
-def test_parity_with_rank_bm25_on_every_question(sample, subset):
+@pytest.mark.parametrize(("subset", "build_chunk"), [("FinQA", 1 << 16), ("TAT-DQA", 1 << 16), ("FinQA", 40)])
+def test_parity_with_rank_bm25_on_every_question(sample, subset, build_chunk, monkeypatch):
+    from t2rag.retrieval import bm25, bm25_matrix
+
+    monkeypatch.setattr(bm25_matrix, "BUILD_CHUNK", build_chunk)
+    bm25._cached_matrix.cache_clear()
     corpus = build_corpora(sample)[subset]
     questions = sample.subset(subset).table.column("question").to_pylist()
     reference = BM25Okapi([whitespace_tokenize(t) for t in corpus.texts])
@@ -25,11 +29,11 @@ def test_parity_with_rank_bm25_on_every_question(sample, subset):
     hits = retriever.search(questions, k=10, depth=10)
     got = retriever.scores(questions)
 
-    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=0)
+    np.testing.assert_array_equal(got, expected)  # bitwise: the same float operations in the same order
     # rank_bm25's ranking (score descending, ties in corpus order) against ours, for every question.
     ref_idx, ref_scores = top_n(expected, 10)
     assert np.array_equal(hits.indices, ref_idx)
-    np.testing.assert_allclose(hits.scores, ref_scores, rtol=1e-9)
+    np.testing.assert_array_equal(hits.scores, ref_scores)
     assert hits.context_ids(corpus)[0][0] in corpus.context_ids
 
 
@@ -42,7 +46,7 @@ def test_negative_idf_floor_repeated_and_unknown_terms():
     assert m.idf[m.vocab["apple"]] == pytest.approx(ref.idf["apple"])
     assert ref.idf["apple"] == pytest.approx(0.25 * ref.average_idf)
     for query in ["apple", "apple apple kiwi", "durian", "", "kiwi kiwi kiwi plum"]:
-        np.testing.assert_allclose(m.scores([query])[0], ref.get_scores(query.split()), rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(m.scores([query])[0], ref.get_scores(query.split()))
 
 
 def test_empty_documents_and_queries():
@@ -63,3 +67,41 @@ def test_number_aware_tokenizer_is_an_option():
     assert numeric_tokenize("Revenue was $1,234.5 in 2019.") == ["revenue", "was", "1234.5", "in", "2019"]
     retriever = build_retriever("bm25")
     assert retriever.tokenizer == "whitespace"
+
+
+def _dense_product_top_n(matrix: BM25Matrix, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The path this replaced: a sparse (queries x terms) @ (terms x documents) product made dense, then top_n."""
+    import scipy.sparse as sp
+
+    weights = sp.csr_matrix(np.stack([matrix.term_weights(t) for t in range(len(matrix.vocab))]))
+    terms = matrix.query_terms(queries)
+    indptr = np.concatenate([[0], np.cumsum([len(t) for t in terms])])
+    ids = np.concatenate([np.asarray(t, np.int64) for t in terms])
+    counts = sp.csr_matrix((np.ones(int(indptr[-1])), ids, indptr), shape=(len(queries), len(matrix.vocab)))
+    return top_n(np.asarray((counts @ weights).todense()), k)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_running_top_k_over_document_blocks_equals_the_dense_ranking(sample, monkeypatch, threads):
+    """An index built in chunks of 64 documents, searched in document blocks of 37 and query blocks of 5, with
+    duplicated documents (exact ties across blocks), queries that match nothing and k beyond the corpus."""
+    from t2rag.retrieval import bm25_matrix
+
+    corpus = build_corpora(sample)["FinQA"]
+    texts = corpus.texts + corpus.texts[:50]  # documents 0-49 tie with 300-349: the earlier must win
+    questions = [*sample.subset("FinQA").table.column("question").to_pylist(), "zzqx", ""]
+    monkeypatch.setattr(bm25_matrix, "BUILD_CHUNK", 64)  # built in six chunks
+    matrix = BM25Matrix(texts)
+    monkeypatch.setattr(bm25_matrix, "DOC_BLOCK", 37)
+    monkeypatch.setattr(bm25_matrix, "BLOCK_VALUES", 37 * 5)
+    assert len(matrix.doc_blocks()) == -(-len(texts) // 37)
+    assert 0 < len(matrix.dense) < 0.1 * len(matrix.vocab)  # terms in a quarter of the documents are held dense
+    for k in (1, 10, 60):
+        index, scores = matrix.top_k(questions, k, threads=threads)
+        ref_index, ref_scores = _dense_product_top_n(matrix, questions, k)
+        np.testing.assert_array_equal(index, ref_index)
+        np.testing.assert_allclose(scores, ref_scores, rtol=1e-12)
+        np.testing.assert_array_equal(scores, top_n(matrix.scores(questions), k)[1])
+    assert index[-1].tolist() == index[-2].tolist() == list(range(60))  # nothing matches: all 0, corpus order
+    small = BM25Matrix(["revenue grew", "net income", "revenue fell"])
+    assert small.top_k(["revenue"], 10)[0].tolist() == [[0, 2, 1]]

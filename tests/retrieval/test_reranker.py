@@ -46,3 +46,19 @@ def test_rerank_stage_reorders_the_dense_pool(sample, minilm_reranker):
     gold = rows.column("context_id").to_pylist()
     ranks = reranked.column("gold_rank").to_pylist()
     assert all(r == (ids[i].index(gold[i]) + 1 if gold[i] in ids[i] else 0) for i, r in enumerate(ranks))
+
+
+def test_scores_tokenized_ahead_equal_predict(sample, minilm_reranker):
+    """The look-ahead path (the CUDA default) tokenizes with sentence-transformers' own preprocess in the same
+    length order, so its scores equal CrossEncoder.predict's exactly."""
+    from t2rag.data.corpus import build_corpus
+
+    corpus = build_corpus(sample, "TAT-DQA")
+    questions = sample.subset("TAT-DQA").table.column("question").to_pylist()[:5]
+    texts = corpus.texts[:7]
+    pairs = [(q, t) for q in questions for t in texts]
+    scorers = [CrossEncoderScorer(RerankerConfig(**minilm_reranker, tokenize_ahead=a)) for a in (False, True)]
+    assert scorers[1].tokenize_ahead and not scorers[0].tokenize_ahead
+    predicted, ahead = (s.score(*zip(*pairs, strict=True)) for s in scorers)
+    assert predicted.shape == (35,) and np.unique(predicted).size > 30
+    np.testing.assert_array_equal(ahead, predicted)

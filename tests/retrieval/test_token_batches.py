@@ -28,7 +28,7 @@ def test_ids_equal_sentence_transformers_on_every_real_context(minilm, contexts,
     model = minilm.model
     model.max_seq_length = max_length
     try:
-        ours = [row["input_ids"] for row in tokenize(model.tokenizer, contexts, max_length)]
+        ours = tokenize(model.tokenizer, contexts, max_length)
         for start in range(0, len(contexts), 256):
             assert ours[start : start + 256] == _reference_ids(model, contexts[start : start + 256])
     finally:
@@ -47,7 +47,7 @@ def test_a_cut_that_would_change_the_ids_is_not_taken(minilm):
         "net income rose " * 50,  # an ordinary long text: the cut is safe
         "short",
     ]
-    ours = [row["input_ids"] for row in tokenize(tokenizer, texts, 16)]
+    ours = tokenize(tokenizer, texts, 16)
     full = tokenizer(texts, truncation=True, max_length=16)["input_ids"]
     assert ours == full
     cut_only = tokenizer([t[:bound] for t in texts], truncation=True, max_length=16)["input_ids"]
@@ -57,7 +57,7 @@ def test_a_cut_that_would_change_the_ids_is_not_taken(minilm):
 def test_batches_hold_every_row_once_within_the_budget(minilm, contexts):
     rows = tokenize(minilm.model.tokenizer, contexts[:300], 256)
     positions = np.arange(1000, 1300)
-    batches = list(pack(rows, positions, tokens_per_batch=2048, pad_id=0))
+    batches = list(pack(rows, positions, tokens_per_batch=2048, pad_id=0, token_types=True))
     seen = np.concatenate([b.rows for b in batches])
     assert sorted(seen.tolist()) == positions.tolist()
     for batch in batches:
@@ -65,7 +65,8 @@ def test_batches_hold_every_row_once_within_the_budget(minilm, contexts):
         lengths = batch.attention_mask.sum(axis=1)
         assert lengths.max() == batch.input_ids.shape[1]  # padded only to the batch's longest row
         for row, ids, n in zip(batch.rows, batch.input_ids, lengths, strict=True):
-            assert ids[:n].tolist() == rows[row - 1000]["input_ids"]
+            assert ids[:n].tolist() == rows[row - 1000]
+        assert batch.token_type_ids is not None and not batch.token_type_ids.any()
     widths = [b.input_ids.shape[1] for b in batches]
     assert widths == sorted(widths, reverse=True)
 

@@ -1,0 +1,48 @@
+"""Corpora that grow: distractors from a second source in the same layout, synthetic timing-only contexts, and
+the order-keeping extension both use."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from t2rag.config import load_config
+from t2rag.data import build_corpus
+from t2rag.data.distractors import SYNTHETIC_PREFIX, extend, is_synthetic, load_distractors, synthetic_contexts
+from t2rag.pipeline.local import run_local
+from t2rag.resources import Resources
+from tests.conftest import real_table, write_layout
+
+
+def test_extend_keeps_the_corpus_first_and_skips_what_it_holds(sample):
+    finqa, tat = build_corpus(sample, "FinQA"), build_corpus(sample, "TAT-DQA")
+    grown = extend(finqa, tat.select([0, 1, 2]))
+    assert grown.context_ids[: len(finqa)] == finqa.context_ids and len(grown) == len(finqa) + 3
+    assert len(extend(finqa, finqa)) == len(finqa)  # nothing it already holds is added twice
+    seeded = extend(finqa, tat, count=10, seed=4)
+    assert seeded.context_ids == extend(finqa, tat, count=10, seed=4).context_ids
+    assert seeded.context_ids[len(finqa) :] != extend(finqa, tat, count=10).context_ids[len(finqa) :]
+
+
+def test_synthetic_contexts_are_seeded_and_labelled():
+    a, b = synthetic_contexts(50, seed=1), synthetic_contexts(50, seed=1)
+    assert a.texts == b.texts and a.texts != synthetic_contexts(50, seed=2).texts
+    assert all(cid.startswith(SYNTHETIC_PREFIX) for cid in a.context_ids) and is_synthetic(a)
+    lengths = [len(t.split()) for t in a.texts]
+    assert 50 < np.mean(lengths) < 2000  # real contexts' lengths, resampled
+
+
+def test_a_second_parquet_source_extends_every_corpus(sample, tmp_path):
+    """FinQA's questions against FinQA's contexts plus every TAT-DQA context (from another source): the same
+    questions are asked, and the gold context can only lose rank."""
+    source = str(write_layout(tmp_path / "other", {"TAT-DQA": real_table("TAT-DQA")}, split="dev"))
+    assert len(load_distractors(source)) == len(build_corpus(sample, "TAT-DQA"))
+    base = {"data": {"subsets": ["FinQA"]}, "methods": ["bm25"], "retrieval_only": True}
+    grown_config = load_config(
+        None, {**base, "data": {"subsets": ["FinQA"], "distractors": source}, "out": str(tmp_path / "g")}
+    )
+    corpus = Resources(grown_config).corpus("FinQA")
+    assert len(corpus) == len(build_corpus(sample, "FinQA")) + len(build_corpus(sample, "TAT-DQA"))
+    grown = run_local(grown_config)["methods"]["bm25"]["subsets"]["FinQA"]
+    plain = run_local(load_config(None, {**base, "out": str(tmp_path / "p")}))["methods"]["bm25"]["subsets"]["FinQA"]
+    assert grown["questions"] == plain["questions"]
+    assert grown["mrr@3"] <= plain["mrr@3"] and grown["recall@5"] <= plain["recall@5"]

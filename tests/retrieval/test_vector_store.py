@@ -1,0 +1,52 @@
+"""Dense search is flat (exact) by default; above a configured corpus size it uses an ANN index whose recall@10
+against the flat scan is measured when it is built and lands in the run's manifest."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from t2rag.config import load_config
+from t2rag.data.corpus import Corpus
+from t2rag.pipeline.local import run_local
+from t2rag.retrieval.vector_store import AnnConfig, VectorStore, table_name
+
+pytestmark = pytest.mark.slow
+
+
+def _clustered(n: int, dim: int = 32) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    centers = rng.normal(size=(20, dim))
+    vectors = centers[rng.integers(0, 20, n)] + 0.6 * rng.normal(size=(n, dim))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_an_ann_index_above_the_size_with_measured_recall(tmp_path):
+    vectors = _clustered(1500)
+    corpus = Corpus("synthetic", tuple(f"c{i}" for i in range(1500)), ("s",) * 1500, ("",) * 1500)
+    flat = VectorStore(str(tmp_path), AnnConfig()).write("flat", corpus, vectors)
+    assert flat.search_info == {"search": "flat"} and not flat.has_ann_index
+    ann = VectorStore(str(tmp_path), AnnConfig(above=1499, probes=50)).write("ann", corpus, vectors)
+    info = ann.search_info
+    assert info["search"] == "ann" and info["ann_index"] == "IVF_PQ" and info["ann_recall_at_10"] >= 0.9
+    exact, _ = ann.search(vectors[:50], 10, flat=True)
+    np.testing.assert_array_equal(exact, flat.search(vectors[:50], 10)[0])
+    # Reopened under a config that wants a flat scan, the same table searches exactly.
+    reopened = VectorStore(str(tmp_path), AnnConfig(above=1500)).open("ann")
+    assert reopened.has_ann_index and reopened.search_info == {"search": "flat"}
+    np.testing.assert_array_equal(reopened.search(vectors[:50], 10)[0], exact)
+
+
+def test_the_runs_manifest_says_how_each_index_searched(finqa_embedded, tmp_path):
+    """A flat table stored earlier (here from the session's vectors) gets its ANN index when a run wants one."""
+    corpus, vectors, _, _ = finqa_embedded
+    fields = {"data": {"subsets": ["FinQA"]}, "methods": ["base"], "retrieval_only": True}
+    ann = {"index_uri": str(tmp_path / "lancedb"), "ann": {"above": 200, "probes": 50}}
+    config = load_config(None, {**fields, "retrieval": ann, "out": str(tmp_path / "run")})
+    VectorStore(ann["index_uri"]).write(table_name(corpus, config.retrieval.embedder.cache_key), corpus, vectors)
+    run_local(config)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    [entry] = [e for e in manifest["stages"] if e["stage"] == "index"]
+    assert entry["search"] == "ann" and 0 < entry["ann_recall_at_10"] <= 1 and entry["ann_probe_queries"] == 50
