@@ -45,6 +45,10 @@ log = logging.getLogger("t2rag.progress")
 
 DEFAULT_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)
 SYNTHETIC = "synthetic"
+#: A task's memory: a base for the process, plus per document of its largest corpus (text, the BM25 build's peak,
+#: vectors). Tasks at 100K documents peaked at 3.7-5.7 GB resident, part of it object-store pages of the shared pool.
+TASK_MEMORY = 1 << 30
+MEMORY_PER_DOCUMENT = 40 * 1024
 RETRIEVAL_METHODS = ("bm25", "base", "hybrid_bm25", "hybrid_rrf")
 
 
@@ -161,7 +165,9 @@ def ablate_corpus_size(
         pool = synthetic_contexts(most) if synthetic else load_distractors(_required(distractors))
         pool_vectors = _embed(config, resources, pool, methods)
     pool_ref, pool_vectors_ref = ray.put(pool), ray.put(pool_vectors)
-    cells_task = ray.remote(num_cpus=1)(run_cells)
+    # Ray schedules the tasks by the memory their largest corpus needs, so a node runs only as many as it holds.
+    largest = max(max(ss) for ss in wanted_sizes.values())
+    cells_task = ray.remote(num_cpus=1, memory=TASK_MEMORY + MEMORY_PER_DOCUMENT * largest)(run_cells)
     futures = []
     for subset in resources.questions.subsets:
         todo = [s for s in range(seeds) if not _complete(done, subset, s, wanted_sizes[subset], methods)]

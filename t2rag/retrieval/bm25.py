@@ -13,7 +13,9 @@ from t2rag.retrieval.bm25_matrix import BM25Matrix, BM25Params, BM25Statistics
 from t2rag.retrieval.tokenize import get_tokenizer
 
 
-@lru_cache(maxsize=16)
+#: Matrices kept for reuse by later retrievers of the same corpus (bm25 and the hybrids, one per subset): a few,
+#: since a matrix of a million documents takes gigabytes.
+@lru_cache(maxsize=4)
 def _cached_matrix(fingerprint: str, texts: tuple[str, ...], tokenizer: str, params: BM25Params) -> BM25Matrix:
     return BM25Matrix(texts, get_tokenizer(tokenizer), params)
 

@@ -80,11 +80,9 @@ class Retrieve(Stage):
             depth = search_depth(method, self.config, k)
             hits = retriever.search(block, k, depth=depth)
             corpus = retriever.corpus
-            if shard is not None:
-                hits = self._with_earlier_shards(
-                    batch, rows, hits, depth, len(self.resources.index_corpus(method, subset))
-                )
+            if shard is not None:  # the retriever holds a shard: positions and ids come from the whole corpus
                 corpus = self.resources.index_corpus(method, subset)
+                hits = self._with_earlier_shards(batch, rows, hits, depth, len(corpus))
                 if not last:
                     set_rows(out["shard_positions"], rows, hits.indices.tolist())
                     set_rows(out["shard_scores"], rows, hits.scores.tolist())

@@ -104,3 +104,9 @@ def test_a_chain_of_shard_stages_equals_one_retrieve_stage(sample, tmp_path):
         assert batch.column(name).equals(expected.column(name))
     with pytest.raises(ValueError, match="not below"):
         RetrievalConfig(shards=2, shard=2)
+
+
+def test_a_retriever_that_cannot_shard_says_so(sample):
+    sharded = build_retriever("hybrid_rrf", RetrievalConfig(shards=2))
+    with pytest.raises(ValueError, match="cannot be sharded"):
+        sharded.index(build_corpus(sample, "FinQA"))
