@@ -144,6 +144,19 @@ def finqa_embedded(sample, minilm):
     return corpus, minilm.embed_passages(corpus.texts), questions, minilm.embed_queries(questions)
 
 
+def question_batch(questions: QuestionSet, subset: str, method: str, n: int) -> pa.Table:
+    """The first n scored questions of a subset as rows a retrieval stage takes for the method."""
+    rows = questions.subset(subset).scored().slice(0, n)
+    return pa.table(
+        {
+            "question": rows.column("question"),
+            "subset": [subset] * rows.num_rows,
+            "method": [method] * rows.num_rows,
+            "context_id": rows.column("context_id"),
+        }
+    )
+
+
 def mini_layout(root: Path, contexts_per_subset: int) -> Path:
     """A hub-layout copy of the real sample holding only the questions of the first N contexts per subset."""
     import pyarrow.compute as pc

@@ -74,14 +74,15 @@ class BM25Statistics:
     @classmethod
     def of(cls, texts: Sequence[str], tokenizer: Tokenizer = whitespace_tokenize) -> BM25Statistics:
         vocab: dict[str, int] = {}
-        doc_freq: list[int] = []
+        doc_freq = np.zeros(0, dtype=np.int64)
         total = 0
-        for length, uniq, _ in _documents(texts, tokenizer, vocab, grow=True):
-            total += length
-            doc_freq.extend([0] * (len(vocab) - len(doc_freq)))
-            for t in uniq.tolist():
-                doc_freq[t] += 1
-        return cls(vocab, np.asarray(doc_freq, dtype=np.int64), len(texts), total)
+        documents = _documents(texts, tokenizer, vocab, grow=True)
+        for first in range(0, len(texts), BUILD_CHUNK):
+            rows = [next(documents) for _ in range(min(BUILD_CHUNK, len(texts) - first))]
+            total += sum(r[0] for r in rows)
+            seen = np.bincount(np.concatenate([r[1] for r in rows]), minlength=len(vocab))
+            doc_freq = np.concatenate([doc_freq, np.zeros(len(vocab) - len(doc_freq), np.int64)]) + seen
+        return cls(vocab, doc_freq, len(texts), total)
 
     @classmethod
     def merge(cls, parts: Sequence[BM25Statistics]) -> BM25Statistics:

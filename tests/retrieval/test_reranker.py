@@ -4,13 +4,13 @@ one-label head: the scores are meaningless and only the mechanics are checked.""
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from t2rag.config import load_config
 from t2rag.methods import get_method
 from t2rag.pipeline.local import LocalEngine
 from t2rag.retrieval.reranker import CrossEncoderScorer, RerankerConfig
+from tests.conftest import question_batch
 
 pytestmark = pytest.mark.slow
 
@@ -18,15 +18,7 @@ pytestmark = pytest.mark.slow
 def test_rerank_stage_reorders_the_dense_pool(sample, minilm_reranker):
     config = load_config(None, {"data": {"subsets": ["FinQA"]}, "retrieval": {"reranker": minilm_reranker}})
     engine = LocalEngine(config)
-    rows = sample.subset("FinQA").scored().slice(0, 6)
-    batch = pa.table(
-        {
-            "question": rows.column("question"),
-            "subset": ["FinQA"] * 6,
-            "method": ["reranker"] * 6,
-            "context_id": rows.column("context_id"),
-        }
-    )
+    batch = question_batch(sample, "FinQA", "reranker", 6)
     method = get_method("reranker")
     assert method.stages == ("embed_queries", "retrieve", "rerank")
     pooled = engine.apply(method.stages[:-1], batch)
@@ -37,13 +29,13 @@ def test_rerank_stage_reorders_the_dense_pool(sample, minilm_reranker):
     ids, scores = reranked.column("context_ids").to_pylist(), reranked.column("scores").to_pylist()
     corpus = engine.resources.corpus("FinQA")
     scorer = CrossEncoderScorer(RerankerConfig(**minilm_reranker))
-    questions = rows.column("question").to_pylist()
+    questions = batch.column("question").to_pylist()
     for row in range(6):
         assert len(ids[row]) == 5 and set(ids[row]) <= set(pools[row])  # only pool members come back
         assert np.all(np.diff(scores[row]) <= 0)  # in descending cross-encoder score
         direct = scorer.score([questions[row]] * 9, corpus.texts_of(pools[row]))
         assert ids[row] == [pools[row][i] for i in np.argsort(-direct, kind="stable")[:5]]
-    gold = rows.column("context_id").to_pylist()
+    gold = batch.column("context_id").to_pylist()
     ranks = reranked.column("gold_rank").to_pylist()
     assert all(r == (ids[i].index(gold[i]) + 1 if gold[i] in ids[i] else 0) for i, r in enumerate(ranks))
 

@@ -4,7 +4,6 @@ corpus's statistics) and flat dense search, in one process and as Ray's chain of
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from t2rag.config import load_config
@@ -12,11 +11,12 @@ from t2rag.data import build_corpus
 from t2rag.data.corpus import Corpus
 from t2rag.pipeline.local import LocalEngine
 from t2rag.retrieval import build_retriever
-from t2rag.retrieval.base import Hits
+from t2rag.retrieval.base import Hits, QueryBlock
 from t2rag.retrieval.bm25_matrix import BM25Statistics
 from t2rag.retrieval.config import RetrievalConfig
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.shards import ShardedRetriever, merge_hits, shard_ranges
+from tests.conftest import question_batch
 
 
 def _with_copies(corpus: Corpus) -> Corpus:
@@ -71,29 +71,18 @@ def test_flat_dense_shards_equal_the_unsharded_ranking(finqa_embedded, tmp_path)
     whole.index(corpus, vectors)
     sharded = ShardedRetriever(lambda: DenseRetriever(index_uri=str(tmp_path)), 4)
     sharded.index(corpus, vectors)
-    expected, got = whole.search_vectors(query_vectors, 10), sharded.search(_block(query_vectors), 3, 10)
+    expected, got = (
+        whole.search_vectors(query_vectors, 10),
+        sharded.search(QueryBlock([""] * len(query_vectors), query_vectors), 3, 10),
+    )
     np.testing.assert_array_equal(got.indices, expected.indices)
     np.testing.assert_allclose(got.scores, expected.scores, rtol=1e-6)
-
-
-def _block(vectors: np.ndarray):
-    from t2rag.retrieval.base import QueryBlock
-
-    return QueryBlock([""] * len(vectors), vectors)
 
 
 def test_a_chain_of_shard_stages_equals_one_retrieve_stage(sample, tmp_path):
     """What Ray runs: one retrieve stage per shard (each process indexing only its shard), each merging into the
     running list of the shards before; the last writes the ranking."""
-    rows = sample.subset("FinQA").scored().slice(0, 40)
-    batch = pa.table(
-        {
-            "question": rows.column("question"),
-            "subset": ["FinQA"] * 40,
-            "method": ["bm25"] * 40,
-            "context_id": rows.column("context_id"),
-        }
-    )
+    batch = question_batch(sample, "FinQA", "bm25", 40)
     base = {"out": str(tmp_path), "data": {"subsets": ["FinQA"]}}
     expected = LocalEngine(load_config(None, base)).apply(("retrieve",), batch)
     for shard in range(3):
