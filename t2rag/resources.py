@@ -20,7 +20,7 @@ from t2rag.prompts import Prompts
 from t2rag.retrieval import Retriever, build_retriever
 from t2rag.retrieval.embed_tokenizer import EmbedTokenizer
 from t2rag.retrieval.embedder import Embedder, make_embedder
-from t2rag.retrieval.shards import shard_ranges
+from t2rag.retrieval.hashing_embedder import HashingEmbedder
 
 
 class Resources:
@@ -102,7 +102,7 @@ class Resources:
         return self._generator
 
     @cached_property
-    def embedder(self) -> Embedder:
+    def embedder(self) -> Embedder | HashingEmbedder:
         return make_embedder(self.config.retrieval.embedder)
 
     @cached_property
@@ -120,10 +120,11 @@ class Resources:
             r = self.config.retrieval
             retriever = build_retriever(method.retriever, r)
             with self.log.stage("index", len(corpus), retriever=method.retriever, corpus=corpus.name) as labels:
-                if r.shard is None:
+                shard = r.held_shard(len(corpus))
+                if shard is None:
                     retriever.index(corpus)
                 else:  # one shard's actor (Ray): hits come back with shard-local positions
-                    retriever.index_shard(corpus, shard_ranges(len(corpus), r.shards)[r.shard])
+                    retriever.index_shard(corpus, shard)
                 labels.update(getattr(retriever, "index_info", {}))
             self._retrievers[key] = retriever
         return self._retrievers[key]

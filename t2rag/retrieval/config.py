@@ -12,7 +12,7 @@ from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.embedder import EmbedderConfig
 from t2rag.retrieval.hybrid import HybridBM25Retriever, HybridRRFRetriever
 from t2rag.retrieval.reranker import RerankerConfig
-from t2rag.retrieval.shards import ShardedRetriever
+from t2rag.retrieval.shards import ShardedRetriever, shard_ranges
 from t2rag.retrieval.tokenize import TOKENIZERS
 from t2rag.retrieval.vector_store import AnnConfig
 
@@ -64,6 +64,10 @@ class RetrievalConfig(BaseModel):
     shards: int = Field(1, ge=1)
     #: Set by Ray's placement for a shard's actors: this process holds only that shard (0-based).
     shard: int | None = Field(None, ge=0)
+
+    def held_shard(self, n_docs: int) -> range | None:
+        """The documents this process holds of a corpus of n_docs (None: all of them, unsharded or in turn)."""
+        return None if self.shard is None else shard_ranges(n_docs, self.shards)[self.shard]
 
     @model_validator(mode="after")
     def _shard_exists(self) -> RetrievalConfig:

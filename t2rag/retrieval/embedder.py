@@ -16,6 +16,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from t2rag.retrieval.hashing_embedder import HASHING_MODEL, HashingEmbedder
 from t2rag.retrieval.token_batches import TokenBatch, pack_for, token_batches
 
 log = logging.getLogger(__name__)
@@ -177,10 +178,8 @@ class Embedder:
         return self._encode([self.query_template.format(text=t) for t in texts])
 
 
-def make_embedder(config: EmbedderConfig | None = None):
+def make_embedder(config: EmbedderConfig | None = None) -> Embedder | HashingEmbedder:
     """An `Embedder`, or the deterministic `HashingEmbedder` for `model: hashing` (timing-only corpora)."""
-    from t2rag.retrieval.hashing_embedder import HASHING_MODEL, HashingEmbedder
-
     config = config or EmbedderConfig()
     return HashingEmbedder(config) if config.model == HASHING_MODEL else Embedder(config)
 

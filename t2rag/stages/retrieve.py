@@ -11,7 +11,7 @@ from t2rag.methods import Method, get_method
 from t2rag.metrics.retrieval import gold_ranks
 from t2rag.retrieval import Hits, QueryBlock
 from t2rag.retrieval.base import result_depth
-from t2rag.retrieval.shards import merge_hits, offset_hits, shard_ranges
+from t2rag.retrieval.shards import merge_hits, offset_hits
 from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
 from t2rag.stages.embed import vectors_of
 
@@ -96,8 +96,7 @@ class Retrieve(Stage):
 
     def _with_earlier_shards(self, batch: pa.Table, rows: np.ndarray, hits: Hits, depth: int, n_docs: int) -> Hits:
         """This shard's hits at corpus positions, merged with the running list from the shards before."""
-        r = self.config.retrieval
-        parts = [offset_hits(hits, shard_ranges(n_docs, r.shards)[r.shard].start)]
+        parts = [offset_hits(hits, self.config.retrieval.held_shard(n_docs).start)]
         if "shard_positions" in batch.column_names:
             positions = batch.column("shard_positions").take(pa.array(rows)).to_pylist()
             scores = batch.column("shard_scores").take(pa.array(rows)).to_pylist()
