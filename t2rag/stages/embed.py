@@ -33,28 +33,33 @@ def vector_column(matrix: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(offsets, pa.array(matrix.reshape(-1)))
 
 
-def _query_texts(batch: pa.Table) -> tuple[list[str], list[bool]]:
+def _distinct_queries(batch: pa.Table) -> tuple[list[tuple[str, bool]], dict[tuple[str, bool], int]]:
+    """Every row's (text, embedded as passage) key, and the row each distinct key is first seen in: a question
+    shared by several methods is tokenized and embedded once."""
     texts = column(batch, "query_text") if "query_text" in batch.column_names else column(batch, "question")
-    return texts, [bool(p) for p in column(batch, "query_as_passage", False)]
+    keys = list(zip(texts, (bool(p) for p in column(batch, "query_as_passage", False)), strict=True))
+    first: dict[tuple[str, bool], int] = {}
+    for row, key in enumerate(keys):
+        first.setdefault(key, row)
+    return keys, first
 
 
 class TokenizeQueries(Stage):
     """`query_text` (default: `question`), `query_as_passage` -> `query_token_ids`: the ids `embed_queries` would
-    make itself, query or passage template applied."""
+    make itself, query or passage template applied; each distinct text tokenized once per batch."""
 
     name = "tokenize_queries"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        texts, as_passage = _query_texts(batch)
+        keys, first = _distinct_queries(batch)
         tokenizer = self.resources.embed_tokenizer
-        ids: list[list[int]] = [[] for _ in texts]
+        made: dict[tuple[str, bool], list[int]] = {}
         for passage in (False, True):
-            rows = [i for i, p in enumerate(as_passage) if p is passage]
-            if rows:
+            distinct = [key for key in first if key[1] is passage]
+            if distinct:
                 tokenize = tokenizer.passages if passage else tokenizer.queries
-                for row, row_ids in zip(rows, tokenize([texts[i] for i in rows]), strict=True):
-                    ids[row] = row_ids
-        return with_columns(batch, {"query_token_ids": pa.array(ids, TOKEN_IDS_TYPE)})
+                made.update(zip(distinct, tokenize([text for text, _ in distinct]), strict=True))
+        return with_columns(batch, {"query_token_ids": pa.array([made[key] for key in keys], TOKEN_IDS_TYPE)})
 
 
 class EmbedQueries(Stage):
@@ -67,29 +72,25 @@ class EmbedQueries(Stage):
     name = "embed_queries"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        texts, as_passage = _query_texts(batch)
+        keys, first = _distinct_queries(batch)
         ids = column(batch, "query_token_ids") if "query_token_ids" in batch.column_names else None
-        # Each distinct (text, kind) is embedded once; `first` is the row it was first seen in.
-        first: dict[tuple[str, bool], int] = {}
-        for row, key in enumerate(zip(texts, as_passage, strict=True)):
-            first.setdefault(key, row)
         embedder = self.resources.embedder
         parts, order = [], []
         for passage in (False, True):
-            keys = [key for key in first if key[1] is passage]
-            if not keys:
+            distinct = [key for key in first if key[1] is passage]
+            if not distinct:
                 continue
             if ids is not None:
-                vectors = embedder.embed_token_ids([ids[first[key]] for key in keys])
+                vectors = embedder.embed_token_ids([ids[first[key]] for key in distinct])
             else:
                 embed = embedder.embed_passages if passage else embedder.embed_queries
-                vectors = embed([text for text, _ in keys])
+                vectors = embed([text for text, _ in distinct])
             parts.append(np.asarray(vectors, dtype=np.float32))
-            order += keys
+            order += distinct
         if not parts:
             return with_columns(batch, {"query_vector": pa.nulls(0, VECTOR_TYPE)})
         slot = {key: i for i, key in enumerate(order)}
-        rows = np.fromiter((slot[key] for key in zip(texts, as_passage, strict=True)), np.int64, batch.num_rows)
+        rows = np.fromiter((slot[key] for key in keys), np.int64, batch.num_rows)
         return with_columns(batch, {"query_vector": vector_column(np.concatenate(parts)[rows])})
 
 
