@@ -122,14 +122,9 @@ class DenseTable:
         self.ann = ann or AnnConfig()
         self.rows = table.count_rows()
         self.ann_info: dict | None = None
-
-    @property
-    def has_ann_index(self) -> bool:
-        return any("vector" in getattr(i, "columns", []) for i in self.table.list_indices())
-
-    @property
-    def uses_ann(self) -> bool:
-        return self.ann.wanted(self.rows) and self.has_ann_index
+        # Read once: searching asks on every block, and listing a table's indexes is a storage round trip (S3).
+        self.has_ann_index = any("vector" in getattr(i, "columns", []) for i in table.list_indices())
+        self.uses_ann = self.ann.wanted(self.rows) and self.has_ann_index
 
     @property
     def search_info(self) -> dict:
@@ -149,6 +144,8 @@ class DenseTable:
             replace=True,
         )
         seconds = time.perf_counter() - start
+        self.has_ann_index = True
+        self.uses_ann = self.ann.wanted(self.rows)
         self.ann_info = {
             "ann_index": self.ann.index_type,
             "ann_build_s": round(seconds, 1),
