@@ -21,7 +21,9 @@ from t2rag.config import RunConfig, load_config
 from t2rag.data import Corpus
 from t2rag.methods import get_method
 from t2rag.resources import Resources
-from t2rag.retrieval.vector_store import VectorStore, table_name
+from t2rag.retrieval import build_retriever
+from t2rag.retrieval.base import DensePassages
+from t2rag.retrieval.vector_store import VectorStore
 from t2rag.stages.context_summaries import ensure_context_summaries
 from t2rag.stages.embed import vectors_of
 
@@ -44,45 +46,44 @@ def summarize_contexts(config: RunConfig, resources: Resources) -> None:
         log.info("[summarize] corpus=%s rows=%d %.1fs", corpus.name, len(corpus), time.perf_counter() - start)
 
 
-def corpora_to_index(config: RunConfig, resources: Resources) -> list[Corpus]:
-    """Distinct corpora (by fingerprint) that dense-based methods of the run search."""
-    seen: dict[str, Corpus] = {}
+def tables_to_index(config: RunConfig, resources: Resources) -> list[DensePassages]:
+    """Distinct vector tables (by name) that the dense-based methods of the run search."""
+    seen: dict[str, DensePassages] = {}
     for name in config.methods:
         method = get_method(name)
         if "embed_queries" not in method.stages:  # only dense searches read a vector index
             continue
+        retriever = build_retriever(method.retriever, config.retrieval)
         for subset in resources.questions.subsets:
-            corpus = resources.index_corpus(method, subset)
-            seen.setdefault(corpus.fingerprint, corpus)
+            for plan in retriever.dense_passages(resources.index_corpus(method, subset)):
+                seen.setdefault(plan.table, plan)
     return list(seen.values())
 
 
 def build_indexes(config: RunConfig, resources: Resources | None = None) -> list[dict]:
-    """Embed and store every corpus the run needs that is not indexed yet."""
+    """Embed and store every table the run needs that is not indexed yet (contexts, or their chunks)."""
     resources = resources or Resources(config)
     summarize_contexts(config, resources)
     store = VectorStore(config.retrieval.index_uri, config.retrieval.ann)
-    key = config.retrieval.embedder.cache_key
     out = []
-    for corpus in corpora_to_index(config, resources):
-        name = table_name(corpus, key)
-        if store.has_table(name, len(corpus)):
+    for plan in tables_to_index(config, resources):
+        name, passages = plan.table, plan.passages
+        row = {"corpus": passages.name, "table": name, "rows": len(passages)}
+        if store.has_table(name, len(passages)):
             table = store.open(name)  # builds a missing ANN index the config wants
-            out.append({"corpus": corpus.name, "table": name, "rows": len(corpus), "reused": True, **table.search_info})
+            out.append({**row, "reused": True, **table.search_info})
             continue
         start = time.perf_counter()
-        vectors = embed_corpus(config, corpus)
-        table = store.write(name, corpus, vectors)
+        table = store.write(name, passages, embed_corpus(config, passages), plan.docs)
         seconds = time.perf_counter() - start
         log.info(
             "[build_index] corpus=%s rows=%d %.1fs (%.1f passages/s)",
-            corpus.name,
-            len(corpus),
+            passages.name,
+            len(passages),
             seconds,
-            len(corpus) / seconds,
+            len(passages) / seconds,
         )
-        row = {"corpus": corpus.name, "table": name, "rows": len(corpus), "reused": False, "seconds": seconds}
-        out.append({**row, **table.search_info})
+        out.append({**row, "reused": False, "seconds": seconds, **table.search_info})
     return out
 
 

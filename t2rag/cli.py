@@ -181,6 +181,35 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fit_fusion(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from t2rag.config import load_config
+    from t2rag.fusion_fit import best_fit, fit_fusion, write_config
+
+    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v}
+    config = load_config(args.config, {"data": data})
+    results = fit_fusion(config, args.methods)
+    best = best_fit(results, args.max_cost)
+    out: dict = {"fits": [{**asdict(r), "weights": r.weights.model_dump()} for r in results], "best": best.method}
+    if args.write:
+        command = "t2rag " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
+        write_config(args.write, results, best, command, config, args.max_cost)
+        out["config"] = args.write
+    if args.json:
+        print_json(out)
+        return 0
+    for r in results:
+        weights = ", ".join(f"{c} {w:g}" for c, w in r.weights.model_dump().items() if w)
+        print(
+            f"{r.method}: {weights}; MRR@3 {r.mrr_at_3} on {r.questions} dev questions "
+            f"(held-out halves {r.held_out_mrr_at_3}), Recall@5 {r.recall_at_5}, cost {r.cost_vs_bm25}x BM25"
+        )
+    budget = f" within {args.max_cost:g}x BM25's cost" if args.max_cost else ""
+    print(f"best{budget}: {best.method}" + (f"; wrote {args.write}" if args.write else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="t2rag", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
@@ -236,6 +265,23 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true")
     rep.set_defaults(func=cmd_report)
 
+    fit = commands.add_parser("fit-fusion", help="fit the fused retrievers' weights on a dev split")
+    fit.add_argument("--config", default=None, help="YAML run config whose retrieval settings to use")
+    add_data_args(fit)
+    fit.set_defaults(split="dev")
+    fit.add_argument(
+        "--methods", type=_csv, default=["bm25_meta", "hybrid_chunked", "hybrid_meta"], help="fused methods to fit"
+    )
+    fit.add_argument("--write", default=None, help="write a retrieval-only run config of the best fit here")
+    fit.add_argument(
+        "--max-cost",
+        type=float,
+        default=3.0,
+        help="the best fit is the best within this many times plain BM25's cost per question (0: no budget)",
+    )
+    fit.add_argument("--json", action="store_true")
+    fit.set_defaults(func=cmd_fit_fusion, argv=None)
+
     for register in _extra_commands():
         register(commands)
     return parser
@@ -256,6 +302,8 @@ def _quiet_libraries() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if argv is not None:
+        args.argv = list(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     _quiet_libraries()

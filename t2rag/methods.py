@@ -85,6 +85,17 @@ METHODS: dict[str, Method] = {
             index_texts="summary",
             reads="retrieved_context",
         ),
+        # Beyond the paper: metadata-aware and long-context retrieval (t2rag.retrieval.fused, .chunked_dense).
+        Method("bm25_numeric", "BM25 over numeric- and table-aware tokens", retriever="bm25_numeric", stages=LEXICAL),
+        Method("chunked", "dense over overlapping chunks, max-pooled per context", retriever="chunked", stages=DENSE),
+        Method("bm25_meta", "numeric BM25 fused with the metadata prior", retriever="bm25_meta", stages=LEXICAL),
+        Method("hybrid_chunked", "numeric BM25 fused with chunked dense", retriever="hybrid_chunked", stages=DENSE),
+        Method(
+            "hybrid_meta",
+            "numeric BM25, chunked dense and the metadata prior, fused",
+            retriever="hybrid_meta",
+            stages=DENSE,
+        ),
     ]
 }
 

@@ -1,10 +1,11 @@
 """`t2rag report RUN_DIR`: paper-shaped tables and plots from a run's records alone.
 
 Writes, under `RUN_DIR/report/`: table3 (Number Match and MRR@3 per subset and weighted, one row per method),
-retrieval (every retrieval metric), generation (parse rates, prediction sources, tokens and time per method),
-table4 (the embedder ablation, when it ran), table5 (the corpus-size ablation as numbers: MRR@3 mean and standard
-deviation per corpus size; Figure 4 is its plot), each as .md and .csv, plus methods.png, corpus_size.png and
-report.md which gathers them.
+retrieval (every retrieval metric), retrieval_ablation (when methods beyond the paper's ran: the components each
+has on, with MRR@3 and Recall@1/3/5 per subset and weighted), generation (parse rates, prediction sources, tokens
+and time per method), table4 (the embedder ablation, when it ran), table5 (the corpus-size ablation as numbers:
+MRR@3 mean and standard deviation per corpus size; Figure 4 is its plot), each as .md and .csv, plus methods.png,
+corpus_size.png and report.md which gathers them.
 """
 
 from __future__ import annotations
@@ -54,6 +55,41 @@ def retrieval_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[ob
             continue
         for name, entry in [*s["subsets"].items(), ("W. Avg", s["weighted"])]:
             rows.append([method, name, entry.get("retrieved"), *(entry.get(m) for m in DEFAULT_RETRIEVAL_METRICS)])
+    return header, rows
+
+
+#: The retrieval ablation: each method with the components it has on (lexical, numeric tokens, metadata prior,
+#: dense, chunked dense), from plain BM25 to everything fused.
+ABLATION_LADDER: dict[str, tuple[str, ...]] = {
+    "bm25": ("lexical",),
+    "bm25_numeric": ("lexical", "numeric"),
+    "bm25_meta": ("lexical", "numeric", "metadata"),
+    "base": ("dense",),
+    "chunked": ("dense", "chunks"),
+    "hybrid_bm25": ("lexical", "dense"),
+    "hybrid_chunked": ("lexical", "numeric", "dense", "chunks"),
+    "hybrid_meta": ("lexical", "numeric", "metadata", "dense", "chunks"),
+}
+ABLATION_COMPONENTS = ("lexical", "numeric", "metadata", "dense", "chunks")
+ABLATION_METRICS = ("mrr@3", "recall@1", "recall@3", "recall@5")
+
+
+def ablation_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
+    """Each ladder method that ran, its components on (x) or off, and its retrieval metrics per subset and
+    weighted; empty unless a ladder method beyond the paper's ran."""
+    ran = [m for m in ABLATION_LADDER if m in summaries and "mrr@3" in summaries[m]["weighted"]]
+    if not any(m not in PAPER_METHODS and m != "bm25" for m in ran):
+        return [], []
+    subsets = list(summaries[ran[0]]["subsets"])
+    header = ["method", *ABLATION_COMPONENTS]
+    header += [f"{s} {m}" for s in [*subsets, "W. Avg"] for m in ABLATION_METRICS]
+    rows = []
+    for method in ran:
+        row: list[object] = [method, *("x" if c in ABLATION_LADDER[method] else "" for c in ABLATION_COMPONENTS)]
+        for name in [*subsets, "W. Avg"]:
+            entry = summaries[method]["weighted"] if name == "W. Avg" else summaries[method]["subsets"].get(name, {})
+            row += [entry.get(m) for m in ABLATION_METRICS]
+        rows.append(row)
     return header, rows
 
 
@@ -151,6 +187,7 @@ def write_report(run_dir: str, out_dir: str | None = None) -> dict[str, str]:
 
     emit("table3", "Table 3: Number Match (NM) and MRR@3 per subset, weighted average", *table3(summaries))
     emit("retrieval", "Retrieval metrics", *retrieval_table(summaries))
+    emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(summaries))
     emit("generation", "Generation diagnostics", *generation_table(records))
     embedders = _read_csv(join(run_dir, "ablations", "embedders.csv"))
     if embedders:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import pyarrow as pa
@@ -15,6 +15,10 @@ from t2rag.data.load import QuestionSet
 log = logging.getLogger(__name__)
 
 POOLED = "pooled"
+
+#: Per-context metadata a corpus keeps (when its source has them): what metadata-aware retrieval links questions to.
+#: They come from the corpus side only, from the first row of each context.
+CORPUS_METADATA: tuple[str, ...] = ("company_name", "company_symbol", "report_year", "company_sector")
 
 CORPUS_SCHEMA = pa.schema(
     [
@@ -43,6 +47,8 @@ class Corpus:
     subsets: tuple[str, ...]
     texts: tuple[str, ...]
     conflicts: tuple[ContextConflict, ...] = ()
+    #: Metadata column name -> one value per document (None where a document has none); empty when unknown.
+    metadata: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.context_ids)
@@ -74,7 +80,7 @@ class Corpus:
 
     def with_texts(self, texts: list[str], name: str | None = None) -> Corpus:
         """The same documents with replaced texts (e.g. summaries)."""
-        return Corpus(name or self.name, self.context_ids, self.subsets, tuple(texts), self.conflicts)
+        return Corpus(name or self.name, self.context_ids, self.subsets, tuple(texts), self.conflicts, self.metadata)
 
     def select(self, indices: list[int], name: str | None = None) -> Corpus:
         """A sub-corpus of the given document positions, in that order."""
@@ -83,6 +89,23 @@ class Corpus:
             tuple(self.context_ids[i] for i in indices),
             tuple(self.subsets[i] for i in indices),
             tuple(self.texts[i] for i in indices),
+            metadata={key: tuple(values[i] for i in indices) for key, values in self.metadata.items()},
+        )
+
+    def metadata_column(self, name: str) -> tuple[str | None, ...]:
+        """One metadata value per document (all None when the corpus has no such column)."""
+        return self.metadata.get(name, (None,) * len(self))
+
+    def __add__(self, other: Corpus) -> Corpus:
+        """This corpus followed by another's documents (metadata missing on either side becomes None)."""
+        keys = list(dict.fromkeys([*self.metadata, *other.metadata]))
+        return Corpus(
+            f"{self.name}+{len(other)}",
+            self.context_ids + other.context_ids,
+            self.subsets + other.subsets,
+            self.texts + other.texts,
+            self.conflicts,
+            {key: self.metadata_column(key) + other.metadata_column(key) for key in keys},
         )
 
 
@@ -95,19 +118,23 @@ def build_corpus(questions: QuestionSet, subset: str | None) -> Corpus:
     table = table.filter(pc.fill_null(usable, True))
 
     first: dict[str, int] = {}
+    first_rows: list[int] = []
     texts: list[str] = []
     subsets: list[str] = []
     seen_texts: dict[str, set[str]] = {}
     conflict_qids: dict[str, list[str]] = {}
-    for qid, cid, sub, text in zip(
-        table.column("id").to_pylist(),
-        table.column("context_id").to_pylist(),
-        table.column("subset").to_pylist(),
-        table.column("context").to_pylist(),
-        strict=True,
+    for row, (qid, cid, sub, text) in enumerate(
+        zip(
+            table.column("id").to_pylist(),
+            table.column("context_id").to_pylist(),
+            table.column("subset").to_pylist(),
+            table.column("context").to_pylist(),
+            strict=True,
+        )
     ):
         if cid not in first:
             first[cid] = len(texts)
+            first_rows.append(row)
             texts.append(text)
             subsets.append(sub)
             seen_texts[cid] = {text}
@@ -121,7 +148,13 @@ def build_corpus(questions: QuestionSet, subset: str | None) -> Corpus:
             len(conflicts),
             ", ".join(c.context_id for c in conflicts[:5]),
         )
-    return Corpus(subset or POOLED, tuple(first), tuple(subsets), tuple(texts), conflicts)
+    metadata = {
+        name: tuple(None if v is None else str(v) for v in table.column(name).take(first_rows).to_pylist())
+        for name in CORPUS_METADATA
+        if name in table.column_names
+    }
+    metadata = {name: values for name, values in metadata.items() if any(v is not None for v in values)}
+    return Corpus(subset or POOLED, tuple(first), tuple(subsets), tuple(texts), conflicts, metadata)
 
 
 def build_corpora(questions: QuestionSet, pooled: bool = False) -> dict[str, Corpus]:

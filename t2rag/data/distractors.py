@@ -21,7 +21,7 @@ SYNTHETIC_PREFIX = "synthetic-"
 def load_distractors(source: str) -> Corpus:
     """Every context of a source in the T2-RAGBench layout, pooled (first text kept per context id)."""
     corpus = build_corpus(load_questions(source), None)
-    return Corpus(f"distractors:{source}", corpus.context_ids, corpus.subsets, corpus.texts)
+    return Corpus(f"distractors:{source}", corpus.context_ids, corpus.subsets, corpus.texts, metadata=corpus.metadata)
 
 
 def synthetic_contexts(n: int, seed: int = 0) -> Corpus:
@@ -57,11 +57,4 @@ def extend(corpus: Corpus, distractors: Corpus, count: int | None = None, seed: 
             if seed is not None
             else fresh[:count]
         )
-    added = distractors.select(fresh)
-    return Corpus(
-        f"{corpus.name}+{len(fresh)}",
-        corpus.context_ids + added.context_ids,
-        corpus.subsets + added.subsets,
-        corpus.texts + added.texts,
-        corpus.conflicts,
-    )
+    return corpus + distractors.select(fresh)

@@ -52,6 +52,16 @@ class QueryBlock:
         return len(self.texts)
 
 
+@dataclass(frozen=True)
+class DensePassages:
+    """A vector table a dense retriever reads: its name, the passages to embed and the document each stands for
+    (None: itself; a chunk names its context)."""
+
+    table: str
+    passages: Corpus
+    docs: np.ndarray | None = None
+
+
 def as_block(queries: Sequence[str] | QueryBlock) -> QueryBlock:
     return queries if isinstance(queries, QueryBlock) else QueryBlock(list(queries))
 
@@ -77,6 +87,10 @@ class Retriever(ABC):
             raise ValueError(f"retriever '{self.name}' cannot be sharded (shardable: bm25, base)")
         self.index(shard_corpus(corpus, shard), None if vectors is None else vectors[shard.start : shard.stop])
         return context
+
+    def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
+        """The vector tables this retriever reads for a corpus, so an index build (Ray) can embed them first."""
+        return []
 
     #: Whether a shard scores its documents as the whole index would (see t2rag.retrieval.shards).
     shardable: bool = False

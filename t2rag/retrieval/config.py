@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from t2rag.retrieval.base import Retriever
 from t2rag.retrieval.bm25 import BM25Retriever
+from t2rag.retrieval.chunked_dense import ChunkedDenseRetriever
+from t2rag.retrieval.chunking import ChunkingConfig
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.embedder import EmbedderConfig
+from t2rag.retrieval.fused import FUSED_COMPONENTS, FusedRetriever, FusionConfig, FusionWeights
 from t2rag.retrieval.hybrid import HybridBM25Retriever, HybridRRFRetriever
 from t2rag.retrieval.reranker import RerankerConfig
 from t2rag.retrieval.shards import ShardedRetriever, shard_ranges
@@ -59,6 +63,8 @@ class RetrievalConfig(BaseModel):
     hybrid: HybridConfig = HybridConfig()
     reranker: RerankerConfig = RerankerConfig()
     ann: AnnConfig = AnnConfig()  # flat (exact) dense search unless ann.above is set
+    chunking: ChunkingConfig = ChunkingConfig()  # how the chunked retrievers cut contexts
+    fusion: FusionConfig = FusionConfig()  # weights of the fused retrievers (bm25_meta, hybrid_chunked, hybrid_meta)
     #: Split each corpus into this many document ranges, searched separately and merged exactly (bm25, base).
     #: On Ray each shard is held by its own retrieval actors; in one process they run one after another.
     shards: int = Field(1, ge=1)
@@ -80,8 +86,19 @@ def _dense(c: RetrievalConfig) -> DenseRetriever:
     return DenseRetriever(c.embedder, c.index_uri, c.ann)
 
 
-def _bm25(c: RetrievalConfig) -> BM25Retriever:
-    return BM25Retriever(c.bm25.tokenizer, c.bm25.k1, c.bm25.b, c.bm25.epsilon)
+def _bm25(c: RetrievalConfig, tokenizer: str | None = None) -> BM25Retriever:
+    return BM25Retriever(tokenizer or c.bm25.tokenizer, c.bm25.k1, c.bm25.b, c.bm25.epsilon)
+
+
+def _chunked(c: RetrievalConfig) -> ChunkedDenseRetriever:
+    return ChunkedDenseRetriever(c.embedder, c.index_uri, c.ann, c.chunking)
+
+
+def fused_retriever(name: str, c: RetrievalConfig, weights: FusionWeights | None = None) -> FusedRetriever:
+    """A fused retriever with the config's weights for it (or these)."""
+    f = c.fusion
+    weights = weights or f.weights_of(name)
+    return FusedRetriever(name, weights, _bm25(c, f.tokenizer), _chunked(c), f.metadata, f.dense_candidates)
 
 
 RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
@@ -89,6 +106,9 @@ RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
     "base": _dense,
     "hybrid_bm25": lambda c: HybridBM25Retriever(_dense(c), _bm25(c), c.hybrid.alpha, c.hybrid.beta),
     "hybrid_rrf": lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates),
+    "bm25_numeric": lambda c: _bm25(c, "numeric"),
+    "chunked": _chunked,
+    **{name: partial(fused_retriever, name) for name in FUSED_COMPONENTS},
 }
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from t2rag.data.corpus import Corpus
-from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
+from t2rag.retrieval.base import DensePassages, Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
 from t2rag.retrieval.embedder import Embedder, EmbedderConfig, make_embedder
 from t2rag.retrieval.vector_store import AnnConfig, DenseTable, VectorStore, table_name
 
@@ -38,16 +38,24 @@ class DenseRetriever(IndexedMixin, Retriever):
             self._embedder = make_embedder(self.embedder_config)
         return self._embedder
 
+    def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
+        return [DensePassages(table_name(corpus, self.embedder_config.cache_key), corpus)]
+
     def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         """Open or build the LanceDB table; `vectors` skips embedding when they were computed elsewhere."""
         self._corpus = corpus
         store = VectorStore(self.index_uri, self.ann)
-        name = table_name(corpus, self.embedder_config.cache_key)
+        (plan,) = self.dense_passages(corpus)
         if vectors is not None:
-            self.table = store.write(name, corpus, vectors)
+            self.table = store.write(plan.table, plan.passages, vectors, plan.docs)
         else:
             # A lambda, so the model loads only when the table has to be built.
-            self.table = store.get_or_build(name, corpus, lambda texts: self.embedder.embed_passages(texts))
+            embed = lambda texts: self.embedder.embed_passages(texts)  # noqa: E731
+            self.table = store.get_or_build(plan.table, plan.passages, embed, plan.docs)
+        self.on_table(plan)
+
+    def on_table(self, plan: DensePassages) -> None:
+        """Hook for subclasses: what to note about the opened table."""
 
     @property
     def index_info(self) -> dict:

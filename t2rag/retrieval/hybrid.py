@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from t2rag.data.corpus import Corpus
-from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
+from t2rag.retrieval.base import DensePassages, Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
 from t2rag.retrieval.bm25 import BM25Retriever
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.fusion import paper_hybrid, rrf
@@ -29,6 +29,9 @@ class HybridBM25Retriever(IndexedMixin, Retriever):
         self.dense.index(corpus, vectors)
         self.bm25.index(corpus)
 
+    def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
+        return self.dense.dense_passages(corpus)
+
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
         block = as_block(queries)
         dense = self.dense.search(block, k, depth=k)
@@ -48,6 +51,9 @@ class HybridRRFRetriever(IndexedMixin, Retriever):
         self._corpus = corpus
         self.dense.index(corpus, vectors)
         self.bm25.index(corpus)
+
+    def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
+        return self.dense.dense_passages(corpus)
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
         block = as_block(queries)

@@ -73,7 +73,9 @@ class VectorStore:
         result = self.db.list_tables()
         return list(getattr(result, "tables", result))
 
-    def get_or_build(self, name: str, corpus: Corpus, embed: Callable[[list[str]], np.ndarray]) -> DenseTable:
+    def get_or_build(
+        self, name: str, corpus: Corpus, embed: Callable[[list[str]], np.ndarray], docs: np.ndarray | None = None
+    ) -> DenseTable:
         """Open the corpus table, embedding and writing it first when it is missing or incomplete."""
         if self.has_table(name, len(corpus)):
             log.info("reusing index %s/%s", self.uri, name)
@@ -81,11 +83,12 @@ class VectorStore:
         start = time.perf_counter()
         vectors = embed(list(corpus.texts))
         log.info("embedded %d passages in %.1fs", len(corpus), time.perf_counter() - start)
-        return self.write(name, corpus, vectors)
+        return self.write(name, corpus, vectors, docs)
 
-    def write(self, name: str, corpus: Corpus, vectors: np.ndarray) -> DenseTable:
-        """Create (or replace) the table for a corpus from precomputed vectors."""
-        table = corpus_vectors_table(corpus, vectors)
+    def write(self, name: str, corpus: Corpus, vectors: np.ndarray, docs: np.ndarray | None = None) -> DenseTable:
+        """Create (or replace) the table for a corpus from precomputed vectors; `docs` is the document position
+        each row stands for (default: its own; chunks name the context they come from)."""
+        table = corpus_vectors_table(corpus, vectors, docs)
         self.db.create_table(name, data=table, mode="overwrite")
         return self.open(name)
 
@@ -97,14 +100,14 @@ class VectorStore:
         return table
 
 
-def corpus_vectors_table(corpus: Corpus, vectors: np.ndarray) -> pa.Table:
+def corpus_vectors_table(corpus: Corpus, vectors: np.ndarray, docs: np.ndarray | None = None) -> pa.Table:
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.shape[0] != len(corpus):
         raise ValueError(f"{vectors.shape[0]} vectors for {len(corpus)} passages")
     flat = pa.array(vectors.reshape(-1))
     return pa.table(
         {
-            "doc": pa.array(np.arange(len(corpus), dtype=np.int64)),
+            "doc": pa.array(np.arange(len(corpus), dtype=np.int64) if docs is None else np.asarray(docs, np.int64)),
             "context_id": list(corpus.context_ids),
             "subset": list(corpus.subsets),
             "text": list(corpus.texts),
@@ -159,16 +162,17 @@ class DenseTable:
         """Share of the flat scan's top 10 the ANN search finds, for probe queries that are the normalised means
         of two random stored vectors (seeded): near the data, but never a stored vector itself."""
         rng = np.random.default_rng(0)
-        pairs = rng.integers(0, self.rows, size=(self.ann.probes, 2))
-        wanted = sorted(set(pairs.ravel().tolist()))
+        wanted = sorted(set(rng.integers(0, self.rows, size=2 * self.ann.probes).tolist()))
         stored = (
-            (self.table.search().where(f"doc IN ({', '.join(map(str, wanted))})").select(["doc", "vector"]))
-            .limit(len(wanted))
+            (self.table.search().where(f"doc IN ({', '.join(map(str, wanted))})").select(["vector"]))
+            .limit(2 * self.ann.probes)
             .to_arrow()
+        )  # rows of those documents (a chunk table holds several per document, or none of a high position)
+        vectors = np.asarray(stored.column("vector").combine_chunks().flatten(), np.float32).reshape(
+            stored.num_rows, -1
         )
-        vectors = np.asarray(stored.column("vector").combine_chunks().flatten(), np.float32).reshape(len(wanted), -1)
-        row_of = {int(d): i for i, d in enumerate(stored.column("doc").to_pylist())}
-        probes = vectors[[row_of[d] for d in pairs[:, 0]]] + vectors[[row_of[d] for d in pairs[:, 1]]]
+        pairs = rng.integers(0, len(vectors), size=(self.ann.probes, 2))
+        probes = vectors[pairs[:, 0]] + vectors[pairs[:, 1]]
         probes /= np.maximum(np.linalg.norm(probes, axis=1, keepdims=True), 1e-12)
         approximate, _ = self.search(probes, 10)
         exact, _ = self.search(probes, 10, flat=True)

@@ -65,6 +65,7 @@ def test_number_aware_tokenizer_is_an_option():
         "2019.",
     ]
     assert numeric_tokenize("Revenue was $1,234.5 in 2019.") == ["revenue", "was", "1234.5", "in", "2019"]
+    assert numeric_tokenize("|up 13.2%|u.s.|") == ["up", "13.2", "%", "u", "s"]
     retriever = build_retriever("bm25")
     assert retriever.tokenizer == "whitespace"
 

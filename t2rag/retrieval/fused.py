@@ -1,0 +1,157 @@
+"""Weighted fusion of text scores with the metadata prior: BM25, dense (chunked or not), company and year match.
+
+Every component is a (questions x documents) matrix in [0, 1]:
+- `lexical`: BM25 divided by the question's best BM25 score;
+- `dense`: the dense top-`dense_candidates` list min-max scaled (its last context gets 0, as do contexts outside
+  it);
+- `company`, `year`, `year_before`: the metadata prior's features (`t2rag.retrieval.metadata_prior`).
+
+A context's score is the weighted sum; ties fall to the lexical, then the dense score, then corpus order. The
+weights are fitted on a dev split by `t2rag fit-fusion` (`t2rag.fusion_fit`) and written into a config; a component
+with weight 0 is not computed. Like the paper's Hybrid BM25, every search scores all documents of the block's
+corpus (memory: questions per block x documents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from t2rag.data.corpus import Corpus
+from t2rag.retrieval.base import DensePassages, Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
+from t2rag.retrieval.bm25 import BM25Retriever
+from t2rag.retrieval.dense import DenseRetriever
+from t2rag.retrieval.metadata_prior import FEATURES, MetadataColumns, MetadataPrior
+from t2rag.retrieval.ranking import top_n
+
+COMPONENTS: tuple[str, ...] = ("lexical", "dense", *FEATURES)
+
+
+class FusionWeights(BaseModel):
+    """The weight of every fused component (0: left out)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lexical: float = Field(1.0, ge=0)
+    dense: float = Field(0.0, ge=0)
+    company: float = Field(0.0, ge=0)
+    year: float = Field(0.0, ge=0)
+    year_before: float = Field(0.0, ge=0)
+
+    def used(self) -> tuple[str, ...]:
+        return tuple(c for c in COMPONENTS if getattr(self, c) > 0)
+
+
+#: The fused retrievers and the components each one fuses.
+FUSED_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "bm25_meta": ("lexical", *FEATURES),
+    "hybrid_chunked": ("lexical", "dense"),
+    "hybrid_meta": COMPONENTS,
+}
+
+#: The fused retrievers' weights, as `t2rag fit-fusion` fitted them on the bundled dev sample (see
+#: configs/best_retrieval.yaml for the command); a config's `retrieval.fusion.weights` replaces them.
+FITTED_WEIGHTS: dict[str, FusionWeights] = {
+    "bm25_meta": FusionWeights(lexical=1.0, company=0.4, year=0.2, year_before=0.025),
+    "hybrid_chunked": FusionWeights(lexical=1.0, dense=0.2),
+    "hybrid_meta": FusionWeights(lexical=1.0, dense=0.3, company=0.6, year=0.3, year_before=0.1),
+}
+
+
+class FusionConfig(BaseModel):
+    """The fused retrievers' weights, the BM25 tokenizer they use and how long a dense list they fuse."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weights: dict[str, FusionWeights] = Field(default_factory=lambda: dict(FITTED_WEIGHTS))
+    tokenizer: str = "numeric"
+    dense_candidates: int = Field(100, ge=1)
+    metadata: MetadataColumns = MetadataColumns()
+
+    @model_validator(mode="after")
+    def _known(self) -> FusionConfig:
+        for name, weights in self.weights.items():
+            if name not in FUSED_COMPONENTS:
+                raise ValueError(f"fusion weights for unknown retriever '{name}' (fused: {sorted(FUSED_COMPONENTS)})")
+            stray = [c for c in weights.used() if c not in FUSED_COMPONENTS[name]]
+            if stray:
+                raise ValueError(f"{name} fuses {list(FUSED_COMPONENTS[name])}, not {stray}")
+        return self
+
+    def weights_of(self, name: str) -> FusionWeights:
+        return self.weights.get(name, FITTED_WEIGHTS[name])
+
+
+class FusedRetriever(IndexedMixin, Retriever):
+    """A registered fusion (`name`) of a lexical and/or a dense retriever with the corpus's metadata prior."""
+
+    def __init__(
+        self,
+        name: str,
+        weights: FusionWeights,
+        lexical: BM25Retriever | None = None,
+        dense: DenseRetriever | None = None,
+        metadata: MetadataColumns | None = None,
+        dense_candidates: int = 100,
+    ):
+        self.name = name
+        self.weights = weights
+        self.lexical = lexical if weights.lexical > 0 else None
+        self.dense = dense if weights.dense > 0 else None
+        self.metadata = metadata if any(getattr(weights, f) > 0 for f in FEATURES) else None
+        self.dense_candidates = dense_candidates
+        self.needs_query_vectors = self.dense is not None
+        self.prior: MetadataPrior | None = None
+
+    def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
+        self._corpus = corpus
+        if self.lexical is not None:
+            self.lexical.index(corpus)
+        if self.dense is not None:
+            self.dense.index(corpus, vectors)
+        if self.metadata is not None:
+            self.prior = MetadataPrior(corpus, self.metadata)
+
+    def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
+        return self.dense.dense_passages(corpus) if self.dense is not None else []
+
+    @property
+    def index_info(self) -> dict:
+        return getattr(self.dense, "index_info", {}) if self.dense is not None else {}
+
+    def components(self, queries: Sequence[str] | QueryBlock) -> dict[str, np.ndarray]:
+        """Every used component as a (questions x documents) matrix in [0, 1]."""
+        block = as_block(queries)
+        n_docs = len(self.corpus)
+        out: dict[str, np.ndarray] = {}
+        if self.lexical is not None:
+            scores = self.lexical.scores(block.texts)
+            best = scores.max(axis=1, keepdims=True) if n_docs else np.zeros((len(block), 1))
+            out["lexical"] = np.where(best > 0, scores / np.where(best > 0, best, 1.0), 0.0)
+        if self.dense is not None:
+            hits = self.dense.search_vectors(self.dense.query_vectors(block), min(self.dense_candidates, n_docs))
+            out["dense"] = scaled_list(hits, n_docs)
+        if self.prior is not None:
+            out.update(self.prior.features(block.texts))
+        return out
+
+    def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
+        parts = self.components(queries)
+        fused = sum(getattr(self.weights, name) * values.astype(np.float64) for name, values in parts.items())
+        ties = [parts[c] for c in ("lexical", "dense") if c in parts]
+        return Hits(*top_n(fused, result_depth(k, depth), *ties))
+
+
+def scaled_list(hits: Hits, n_docs: int) -> np.ndarray:
+    """(questions x documents): each listed context's score min-max scaled within its list, 0 elsewhere."""
+    out = np.zeros((len(hits), n_docs))
+    valid = hits.indices >= 0
+    scores = np.where(valid, hits.scores, np.nan)
+    low = np.nanmin(np.where(valid, scores, np.inf), axis=1, keepdims=True)
+    high = np.nanmax(np.where(valid, scores, -np.inf), axis=1, keepdims=True)
+    span = np.where(high > low, high - low, 1.0)
+    rows, cols = np.nonzero(valid)
+    out[rows, hits.indices[rows, cols]] = ((scores - low) / span)[rows, cols]
+    return out

@@ -1,0 +1,174 @@
+"""Link a question's text to the corpus's per-context metadata: a soft prior over documents, never a filter.
+
+T2-RAGBench questions name their company and year ("... Citi's common stock ... 2017"), and every context carries
+metadata (`company_name`, `company_symbol`, `report_year`). Names vary between the two ("Citi" / "Citigroup",
+"Spirent Communications Plc" / "spirent-communications-plc", "Interpublic Group of Companies (The)"), and a question
+may ask about one company inside another's report, so the match is a graded feature that fusion weighs
+(`t2rag.retrieval.fused`), not a hard filter.
+
+Features per (question, document), all in [0, 1]:
+- `company`: the share of a document's company-name tokens the question contains, each token weighted by its
+  inverse frequency among the corpus's names (legal suffixes and case, punctuation and slug hyphens normalised
+  away; a question token of 4+ letters also matches a name token it begins, so "Citi" matches "Citigroup"), or 1
+  when the question contains the company's ticker symbol in capitals.
+- `year`: the question mentions the document's report year; `year_before`: it mentions the year before (annual
+  reports discuss last year's figures).
+
+Only corpus metadata is read; the question side is its text alone. Matching is vectorised: questions and names
+become sparse token matrices, so the cost per question is its tokens plus one gather over the documents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+from scipy import sparse
+
+from t2rag.data.corpus import Corpus
+
+#: Words that name a legal form or join a name ("Snap-on", "Jack in the Box"), not the company: dropped from names
+#: before matching, since every question has them.
+# fmt: off
+NAME_STOPWORDS = frozenset({
+    "the", "of", "and", "inc", "incorporated", "corp", "corporation", "co", "company", "companies", "plc", "ltd",
+    "limited", "llc", "lp", "sa", "ag", "nv", "se", "group", "holdings", "holding",
+    "a", "an", "at", "by", "for", "in", "on", "to", "de", "du", "la", "le", "van", "von",
+})
+# fmt: on
+#: Shortest question token that matches the name token it begins ("citi" -> "citigroup").
+MIN_PREFIX = 4
+FEATURES: tuple[str, ...] = ("company", "year", "year_before")
+
+_WORD = re.compile(r"[a-z0-9]+(?:&[a-z0-9]+)*")
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+_SYMBOL = re.compile(r"\b[A-Z][A-Z.&]*[A-Z]\b")
+
+
+def name_tokens(name: str) -> list[str]:
+    """A company name's distinctive tokens: lowercased, slug hyphens and punctuation split, legal forms dropped."""
+    words = [w for w in _WORD.findall(name.lower().replace("'s", "")) if w not in NAME_STOPWORDS]
+    return [w for w in words if len(w) > 1] or words
+
+
+def question_tokens(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower().replace("'s", "")))
+
+
+class MetadataColumns(BaseModel):
+    """Which corpus metadata columns hold names, ticker symbols and years (the first non-empty one counts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    names: tuple[str, ...] = ("company_name",)
+    symbols: tuple[str, ...] = ("company_symbol",)
+    years: tuple[str, ...] = ("report_year",)
+
+
+class MetadataPrior:
+    """Fitted once on a corpus's metadata; `features(questions)` scores every document for every question."""
+
+    def __init__(self, corpus: Corpus, columns: MetadataColumns | None = None):
+        columns = columns or MetadataColumns()
+        self.n_docs = len(corpus)
+        names = _first_present(corpus, columns.names)
+        entities = sorted({n for n in names if n})
+        entity_of = {name: i for i, name in enumerate(entities)}
+        self.doc_entity = np.array([entity_of[n] if n else -1 for n in names], dtype=np.int64)
+        self.vocab: dict[str, int] = {}
+        rows, cols = [], []
+        for e, name in enumerate(entities):
+            for token in dict.fromkeys(name_tokens(name)):
+                rows.append(e)
+                cols.append(self.vocab.setdefault(token, len(self.vocab)))
+        membership = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(entities), len(self.vocab)))
+        df = np.asarray(membership.sum(axis=0)).ravel()
+        weights = membership.multiply(np.log1p(len(entities) / np.maximum(df, 1))).tocsr()
+        totals = np.asarray(weights.sum(axis=1)).ravel()
+        #: (entities x name tokens): each name's token weights, summing to 1.
+        self.name_weights = sparse.diags(1.0 / np.where(totals > 0, totals, 1.0)) @ weights
+        self.prefixes: dict[str, list[int]] = {}
+        for token, t in self.vocab.items():
+            for end in range(MIN_PREFIX, len(token)):
+                self.prefixes.setdefault(token[:end], []).append(t)
+        symbols = _first_present(corpus, columns.symbols)
+        self.symbol_entity: dict[str, int] = {}
+        for name, symbol in zip(names, symbols, strict=True):
+            if name and symbol and len(symbol) > 1:
+                self.symbol_entity.setdefault(symbol, entity_of[name])
+        years = _first_present(corpus, columns.years)
+        self.doc_year = np.array([_year(y) for y in years], dtype=np.int64)
+
+    @property
+    def empty(self) -> bool:
+        """No usable metadata: every feature is zero and fusion falls back to the text scores."""
+        return not (self.doc_entity >= 0).any() and not (self.doc_year >= 0).any()
+
+    def entity_match(self, questions: Sequence[str]) -> np.ndarray:
+        """(questions x entities) name match in [0, 1]."""
+        rows, cols = [], []
+        for q, text in enumerate(questions):
+            matched = set()
+            for token in question_tokens(text):
+                if token in self.vocab:
+                    matched.add(self.vocab[token])
+                if len(token) >= MIN_PREFIX:
+                    matched.update(self.prefixes.get(token, ()))
+            rows += [q] * len(matched)
+            cols += matched
+        present = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(questions), len(self.vocab)))
+        match = np.asarray((present @ self.name_weights.T).todense()) if self.vocab else np.zeros((len(questions), 0))
+        for q, text in enumerate(questions):
+            for symbol in _SYMBOL.findall(text):
+                if symbol in self.symbol_entity:
+                    match[q, self.symbol_entity[symbol]] = 1.0
+        return np.minimum(match, 1.0)
+
+    def features(self, questions: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each feature of FEATURES as a (questions x documents) float32 matrix."""
+        n = len(questions)
+        match = self.entity_match(questions)
+        company = np.zeros((n, self.n_docs), dtype=np.float32)
+        linked = self.doc_entity >= 0
+        if match.shape[1]:
+            company[:, linked] = match[:, self.doc_entity[linked]]
+        mentioned = [{int(y) for y in _YEAR.findall(text)} for text in questions]
+        return {
+            "company": company,
+            "year": self._year_match(mentioned, 0),
+            "year_before": self._year_match(mentioned, 1),
+        }
+
+    def _year_match(self, mentioned: list[set[int]], back: int) -> np.ndarray:
+        out = np.zeros((len(mentioned), self.n_docs), dtype=np.float32)
+        dated = self.doc_year >= 0
+        if not dated.any():
+            return out
+        low = int(self.doc_year[dated].min()) - back
+        span = int(self.doc_year.max()) - low + 1
+        grid = np.zeros((len(mentioned), span), dtype=np.float32)  # question x year mentioned
+        for q, years in enumerate(mentioned):
+            for y in years:
+                if 0 <= y - low < span:
+                    grid[q, y - low] = 1.0
+        out[:, dated] = grid[:, self.doc_year[dated] - back - low]
+        return out
+
+
+def _first_present(corpus: Corpus, columns: Sequence[str]) -> list[str | None]:
+    """Per document, the first non-empty value among the columns."""
+    values: list[str | None] = [None] * len(corpus)
+    for column in columns:
+        for i, v in enumerate(corpus.metadata_column(column)):
+            if values[i] is None and v not in (None, ""):
+                values[i] = v
+    return values
+
+
+def _year(value: str | None) -> int:
+    if value is None:
+        return -1
+    match = _YEAR.search(str(value))
+    return int(match.group()) if match else -1
