@@ -213,17 +213,35 @@ def test_a_sharded_corpus_ranks_as_the_whole_one(ray_local, mini_data, tmp_path)
 
 def test_cpu_actors_tokenize_for_gpu_embedding_actors(ray_local, tiny_data, tmp_path):
     """Embedding actors that hold a (declared) GPU get their token ids from CPU actors in front of them, for the
-    corpus and for the questions; the rankings are the single process's."""
-    fields = {"methods": ["base"], "retrieval_only": True, "retrieval": {"index_uri": str(tmp_path / "lancedb")}}
+    corpus, its chunks (hybrid_meta's chunked dense) and the questions; each engine builds its own tables, and the
+    rankings are the single process's."""
     gpu = {"block_rows": 8, "embed_gpus": 1, "embed_cpus": 1}
-    distributed = run_ray(_config(tiny_data, tmp_path / "ray", engine="ray", ray=gpu, **fields))
-    whole = run_local(_config(tiny_data, tmp_path / "local", **fields))
+
+    def config(engine: str, **extra):
+        index = {"index_uri": str(tmp_path / engine / "lancedb")}
+        return _config(
+            tiny_data,
+            tmp_path / engine,
+            engine=engine,
+            methods=["base", "hybrid_meta"],
+            retrieval_only=True,
+            retrieval=index,
+            **extra,
+        )
+
+    distributed = run_ray(config("ray", ray=gpu))
+    whole = run_local(config("local"))
     assert distributed["methods"] == whole["methods"]
     assert _records(str(tmp_path / "ray")) == _records(str(tmp_path / "local"))
     manifest = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    built = [entry for entry in manifest["indexes"] if not entry["reused"]]
+    contexts = sum(e["rows"] for e in built if "chunks" not in e["corpus"])
+    chunks = sum(e["rows"] for e in built if "chunks" in e["corpus"])
+    assert chunks > contexts > 0  # every context's table and its chunks' table, built by the Ray pools
     rows = {line["stage"]: line["rows"] for line in manifest["ray_stages"]}
-    assert rows["tokenize_passages"] == rows["embed_passages"] > 0  # the corpus, tokenized on CPU actors
-    assert rows["tokenize_queries"] == rows["embed_queries"] == whole["methods"]["base"]["weighted"]["questions"]
+    assert rows["tokenize_passages"] == rows["embed_passages"] == contexts + chunks  # tokenized on CPU actors
+    questions = whole["methods"]["base"]["weighted"]["questions"]
+    assert rows["tokenize_queries"] == rows["embed_queries"] == 2 * questions
 
 
 def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, monkeypatch):
