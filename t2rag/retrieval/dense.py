@@ -49,10 +49,11 @@ class DenseRetriever(IndexedMixin, Retriever):
         if vectors is not None:
             self.table = store.write(plan.table, plan.passages, vectors, plan.docs)
         else:
-            # A lambda, so the model loads only when the table has to be built.
-            embed = lambda texts: self.embedder.embed_passages(texts)  # noqa: E731
-            self.table = store.get_or_build(plan.table, plan.passages, embed, plan.docs)
+            self.table = store.get_or_build(plan.table, plan.passages, self._embed_passages, plan.docs)
         self.on_table(plan)
+
+    def _embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.embed_passages(texts)  # the model loads only when a table has to be built
 
     def on_table(self, plan: DensePassages) -> None:
         """Hook for subclasses: what to note about the opened table."""
