@@ -51,6 +51,9 @@ class QueryBlock:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def slice(self, start: int, stop: int) -> QueryBlock:
+        return QueryBlock(self.texts[start:stop], None if self.vectors is None else self.vectors[start:stop])
+
 
 @dataclass(frozen=True)
 class DensePassages:

@@ -8,8 +8,8 @@ Every component is a (questions x documents) matrix in [0, 1]:
 
 A context's score is the weighted sum; ties fall to the lexical, then the dense score, then corpus order. The
 weights are fitted on a dev split by `t2rag fit-fusion` (`t2rag.fusion_fit`) and written into a config; a component
-with weight 0 is not computed. Like the paper's Hybrid BM25, every search scores all documents of the block's
-corpus (memory: questions per block x documents).
+with weight 0 is not computed. Every search scores all documents of the corpus, a few questions at a time so the
+score matrices stay within `FUSION_BYTES`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ from t2rag.retrieval.metadata_prior import FEATURES, MetadataColumns, MetadataPr
 from t2rag.retrieval.ranking import top_n
 
 COMPONENTS: tuple[str, ...] = ("lexical", "dense", *FEATURES)
+#: Score memory a search holds at once, and what one (question, document) pair takes of it: every component, the
+#: fused float64 score and the selection's temporaries.
+FUSION_BYTES = 512 << 20
+BYTES_PER_SCORE = 64
 
 
 class FusionWeights(BaseModel):
@@ -138,6 +142,15 @@ class FusedRetriever(IndexedMixin, Retriever):
         return out
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
+        """Fused top results, a few questions at a time so memory stays within FUSION_BYTES at any corpus size."""
+        block = as_block(queries)
+        step = max(1, FUSION_BYTES // (BYTES_PER_SCORE * max(len(self.corpus), 1)))
+        parts = [self._search(block.slice(s, s + step), k, depth) for s in range(0, len(block), step)]
+        if not parts:
+            return Hits(np.zeros((0, result_depth(k, depth)), np.int64), np.zeros((0, result_depth(k, depth))))
+        return Hits(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+
+    def _search(self, queries: QueryBlock, k: int, depth: int | None) -> Hits:
         parts = self.components(queries)
         fused = sum(getattr(self.weights, name) * values.astype(np.float64) for name, values in parts.items())
         ties = [parts[c] for c in ("lexical", "dense") if c in parts]

@@ -1,0 +1,35 @@
+"""Fused retrieval: the weighted sum of its components, the same in question blocks of any size."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from t2rag.data import build_corpora, load_questions
+from t2rag.retrieval import fused
+from t2rag.retrieval.base import Hits
+from t2rag.retrieval.config import RetrievalConfig, build_retriever
+from t2rag.retrieval.ranking import top_n
+
+
+def test_scaled_list_min_max_within_each_list() -> None:
+    hits = Hits(np.array([[2, 0, -1], [1, -1, -1]]), np.array([[0.9, 0.5, np.nan], [0.7, np.nan, np.nan]]))
+    out = fused.scaled_list(hits, 3)
+    np.testing.assert_allclose(out, [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+
+
+def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch) -> None:
+    questions = load_questions(None)
+    corpus = build_corpora(questions)["TAT-DQA"]
+    texts = questions.subset("TAT-DQA").table.column("question").to_pylist()[:300]
+    retriever = build_retriever("bm25_meta", RetrievalConfig())
+    retriever.index(corpus)
+    whole = retriever.search(texts, 3)
+    parts = retriever.components(texts)
+    weights = retriever.weights
+    expected = sum(getattr(weights, name) * values.astype(np.float64) for name, values in parts.items())
+    indices, _ = top_n(expected, 5, parts["lexical"])
+    np.testing.assert_array_equal(whole.indices, indices)
+    monkeypatch.setattr(fused, "FUSION_BYTES", 7 * fused.BYTES_PER_SCORE * len(corpus))  # 7 questions a block
+    blocked = retriever.search(texts, 3)
+    np.testing.assert_array_equal(blocked.indices, whole.indices)
+    np.testing.assert_array_equal(blocked.scores, whole.scores)
