@@ -6,7 +6,7 @@ Every component is a (questions x documents) matrix in [0, 1]:
   it);
 - `company`, `year`, `year_before`: the metadata prior's features (`t2rag.retrieval.metadata_prior`).
 
-A context's score is the weighted sum; ties fall to the lexical, then the dense score, then corpus order. The
+A context's score is the weighted sum; ties fall to corpus order. The
 weights are fitted on a dev split by `t2rag fit-fusion` (`t2rag.fusion_fit`) and written into a config; a component
 with weight 0 is not computed. Every search scores all documents of the corpus, a few questions at a time so the
 score matrices stay within `FUSION_BYTES`.
@@ -15,6 +15,7 @@ score matrices stay within `FUSION_BYTES`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -126,45 +127,62 @@ class FusedRetriever(IndexedMixin, Retriever):
         return getattr(self.dense, "index_info", {}) if self.dense is not None else {}
 
     def components(self, queries: Sequence[str] | QueryBlock) -> dict[str, np.ndarray]:
-        """Every used component as a (questions x documents) matrix in [0, 1]."""
+        """Every used component as a separate (questions x documents) matrix in [0, 1] (for fitting weights)."""
         block = as_block(queries)
-        n_docs = len(self.corpus)
         out: dict[str, np.ndarray] = {}
         if self.lexical is not None:
-            scores = self.lexical.scores(block.texts)
-            best = scores.max(axis=1, keepdims=True) if n_docs else np.zeros((len(block), 1))
-            out["lexical"] = np.where(best > 0, scores / np.where(best > 0, best, 1.0), 0.0)
+            out["lexical"] = self._lexical(block)
         if self.dense is not None:
-            hits = self.dense.search_vectors(self.dense.query_vectors(block), min(self.dense_candidates, n_docs))
-            out["dense"] = scaled_list(hits, n_docs)
+            out["dense"] = np.zeros((len(block), len(self.corpus)))
+            self._add_dense(out["dense"], block, 1.0)
         if self.prior is not None:
             out.update(self.prior.features(block.texts))
         return out
 
-    def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
-        """Fused top results, a few questions at a time so memory stays within FUSION_BYTES at any corpus size."""
+    def fused_scores(self, queries: Sequence[str] | QueryBlock) -> np.ndarray:
+        """(questions x documents) weighted sum of the components, made in place in one float64 matrix."""
         block = as_block(queries)
+        w = self.weights
+        if self.lexical is not None:
+            fused = self._lexical(block)
+            fused *= w.lexical
+        else:
+            fused = np.zeros((len(block), len(self.corpus)))
+        if self.dense is not None:
+            self._add_dense(fused, block, w.dense)
+        if self.prior is not None:
+            fused += self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES})
+        return fused
+
+    def _lexical(self, block: QueryBlock) -> np.ndarray:
+        scores = self.lexical.scores(block.texts)
+        best = scores.max(axis=1, keepdims=True) if scores.shape[1] else np.zeros((len(block), 1))
+        scores /= np.where(best > 0, best, 1.0)  # BM25 is never negative: a row without a match stays 0
+        return scores
+
+    def _add_dense(self, out: np.ndarray, block: QueryBlock, weight: float) -> None:
+        hits = self.dense.search_vectors(self.dense.query_vectors(block), min(self.dense_candidates, out.shape[1]))
+        rows, cols = np.nonzero(hits.indices >= 0)
+        out[rows, hits.indices[rows, cols]] += weight * scaled_list(hits)[rows, cols]
+
+    def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
+        """Fused top results (ties: corpus order), a few questions at a time so memory stays within FUSION_BYTES at
+        any corpus size, the blocks in two threads."""
+        block = as_block(queries)
+        n = result_depth(k, depth)
         step = max(1, FUSION_BYTES // (BYTES_PER_SCORE * max(len(self.corpus), 1)))
-        parts = [self._search(block.slice(s, s + step), k, depth) for s in range(0, len(block), step)]
-        if not parts:
-            return Hits(np.zeros((0, result_depth(k, depth)), np.int64), np.zeros((0, result_depth(k, depth))))
+        step = min(step, max(1, -(-len(block) // 2)))  # at least two blocks for two threads
+        spans = [block.slice(s, s + step) for s in range(0, len(block), step)]
+        if not spans:
+            return Hits(np.zeros((0, n), np.int64), np.zeros((0, n)))
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="fusion") as pool:
+            parts = list(pool.map(lambda span: Hits(*top_n(self.fused_scores(span), n)), spans))
         return Hits(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
 
-    def _search(self, queries: QueryBlock, k: int, depth: int | None) -> Hits:
-        parts = self.components(queries)
-        fused = sum(getattr(self.weights, name) * values.astype(np.float64) for name, values in parts.items())
-        ties = [parts[c] for c in ("lexical", "dense") if c in parts]
-        return Hits(*top_n(fused, result_depth(k, depth), *ties))
 
-
-def scaled_list(hits: Hits, n_docs: int) -> np.ndarray:
-    """(questions x documents): each listed context's score min-max scaled within its list, 0 elsewhere."""
-    out = np.zeros((len(hits), n_docs))
+def scaled_list(hits: Hits) -> np.ndarray:
+    """Each listed context's score min-max scaled within its question's list (the last one 0; NaN where empty)."""
     valid = hits.indices >= 0
-    scores = np.where(valid, hits.scores, np.nan)
-    low = np.nanmin(np.where(valid, scores, np.inf), axis=1, keepdims=True)
-    high = np.nanmax(np.where(valid, scores, -np.inf), axis=1, keepdims=True)
-    span = np.where(high > low, high - low, 1.0)
-    rows, cols = np.nonzero(valid)
-    out[rows, hits.indices[rows, cols]] = ((scores - low) / span)[rows, cols]
-    return out
+    low = np.min(np.where(valid, hits.scores, np.inf), axis=1, keepdims=True)
+    high = np.max(np.where(valid, hits.scores, -np.inf), axis=1, keepdims=True)
+    return (hits.scores - low) / np.where(high > low, high - low, 1.0)

@@ -15,7 +15,8 @@ Features per (question, document), all in [0, 1]:
   reports discuss last year's figures).
 
 Only corpus metadata is read; the question side is its text alone. Matching is vectorised: questions and names
-become sparse token matrices, so the cost per question is its tokens plus one gather over the documents.
+become sparse token matrices and documents are grouped by their (company, year) pair, so the cost per question is
+its tokens plus one gather over the documents.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ class MetadataPrior:
                 self.symbol_entity.setdefault(symbol, entity_of[name])
         years = _first_present(corpus, columns.years)
         self.doc_year = np.array([_year(y) for y in years], dtype=np.int64)
+        # Documents grouped by (company, year): the prior is a function of the pair, so a search scores the pairs
+        # and gathers once over the documents.
+        pairs, self.doc_pair = np.unique(
+            np.stack([self.doc_entity, self.doc_year], axis=1), axis=0, return_inverse=True
+        )
+        self.doc_pair = self.doc_pair.ravel()
+        self.pair_entity, self.pair_year = pairs[:, 0], pairs[:, 1]
 
     @property
     def empty(self) -> bool:
@@ -126,14 +134,14 @@ class MetadataPrior:
                     match[q, self.symbol_entity[symbol]] = 1.0
         return np.minimum(match, 1.0)
 
-    def features(self, questions: Sequence[str]) -> dict[str, np.ndarray]:
-        """Each feature of FEATURES as a (questions x documents) float32 matrix."""
+    def pair_features(self, questions: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each feature of FEATURES as a (questions x (company, year) pairs) float32 matrix."""
         n = len(questions)
         match = self.entity_match(questions)
-        company = np.zeros((n, self.n_docs), dtype=np.float32)
-        linked = self.doc_entity >= 0
+        company = np.zeros((n, len(self.pair_entity)), dtype=np.float32)
+        linked = self.pair_entity >= 0
         if match.shape[1]:
-            company[:, linked] = match[:, self.doc_entity[linked]]
+            company[:, linked] = match[:, self.pair_entity[linked]]
         mentioned = [{int(y) for y in _YEAR.findall(text)} for text in questions]
         return {
             "company": company,
@@ -141,19 +149,32 @@ class MetadataPrior:
             "year_before": self._year_match(mentioned, 1),
         }
 
+    def features(self, questions: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each feature of FEATURES as a (questions x documents) float32 matrix."""
+        return {name: values[:, self.doc_pair] for name, values in self.pair_features(questions).items()}
+
+    def weighted(self, questions: Sequence[str], weights: dict[str, float]) -> np.ndarray:
+        """(questions x documents) float64: the features' weighted sum, gathered over the documents once."""
+        pairs = np.zeros((len(questions), len(self.pair_entity)))
+        for name, values in self.pair_features(questions).items():
+            if weights[name]:
+                pairs += weights[name] * values
+        return pairs[:, self.doc_pair]
+
     def _year_match(self, mentioned: list[set[int]], back: int) -> np.ndarray:
-        out = np.zeros((len(mentioned), self.n_docs), dtype=np.float32)
-        dated = self.doc_year >= 0
+        """(questions x pairs): whether the question mentions the pair's year minus `back`."""
+        out = np.zeros((len(mentioned), len(self.pair_year)), dtype=np.float32)
+        dated = self.pair_year >= 0
         if not dated.any():
             return out
-        low = int(self.doc_year[dated].min()) - back
-        span = int(self.doc_year.max()) - low + 1
+        low = int(self.pair_year[dated].min()) - back
+        span = int(self.pair_year.max()) - low + 1
         grid = np.zeros((len(mentioned), span), dtype=np.float32)  # question x year mentioned
         for q, years in enumerate(mentioned):
             for y in years:
                 if 0 <= y - low < span:
                     grid[q, y - low] = 1.0
-        out[:, dated] = grid[:, self.doc_year[dated] - back - low]
+        out[:, dated] = grid[:, self.pair_year[dated] - back - low]
         return out
 
 

@@ -28,8 +28,9 @@ def top_n(
     width = min(docs, max(4 * n, n + 16))
     if width < docs:
         cand = np.argpartition(-keyed, width - 1, axis=1)[:, :width]
-        # The n-th best value per row; if more documents than the candidates tie at it, rank that row in full.
-        nth = -np.partition(-keyed, n - 1, axis=1)[:, n - 1]
+        # The n-th best value per row (the candidates hold the best `width`); if more documents than the candidates
+        # tie at it, rank that row in full.
+        nth = -np.partition(-np.take_along_axis(keyed, cand, axis=1), n - 1, axis=1)[:, n - 1]
         at_least = (keyed >= nth[:, None]).sum(axis=1)
         full_rows = np.flatnonzero(at_least > width)
     else:
