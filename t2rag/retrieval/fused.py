@@ -167,7 +167,8 @@ class FusedRetriever(IndexedMixin, Retriever):
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
         """Fused top results (ties: corpus order), a few questions at a time so memory stays within FUSION_BYTES at
-        any corpus size, the blocks in two threads."""
+        any corpus size; without a dense component (whose model and table calls stay on one thread) the blocks run
+        in two threads."""
         block = as_block(queries)
         n = result_depth(k, depth)
         step = max(1, FUSION_BYTES // (BYTES_PER_SCORE * max(len(self.corpus), 1)))
@@ -175,7 +176,7 @@ class FusedRetriever(IndexedMixin, Retriever):
         spans = [block.slice(s, s + step) for s in range(0, len(block), step)]
         if not spans:
             return Hits(np.zeros((0, n), np.int64), np.zeros((0, n)))
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="fusion") as pool:
+        with ThreadPoolExecutor(max_workers=1 if self.dense else 2, thread_name_prefix="fusion") as pool:
             parts = list(pool.map(lambda span: Hits(*top_n(self.fused_scores(span), n)), spans))
         return Hits(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
 
