@@ -41,10 +41,6 @@ class Chunks:
     texts: list[str]
     doc: np.ndarray  # int64, one per chunk
 
-    @property
-    def most_per_doc(self) -> int:
-        return int(np.bincount(self.doc).max()) if len(self.doc) else 0
-
 
 def whitespace_counts(lines: list[str]) -> list[int]:
     return [len(line.split()) for line in lines]

@@ -103,10 +103,8 @@ class MetadataPrior:
         self.doc_year = np.array([_year(y) for y in years], dtype=np.int64)
         # Documents grouped by (company, year): the prior is a function of the pair, so a search scores the pairs
         # and gathers once over the documents.
-        pairs, self.doc_pair = np.unique(
-            np.stack([self.doc_entity, self.doc_year], axis=1), axis=0, return_inverse=True
-        )
-        self.doc_pair = self.doc_pair.ravel()
+        pairs, inverse = np.unique(np.stack([self.doc_entity, self.doc_year], axis=1), axis=0, return_inverse=True)
+        self.doc_pair = inverse.ravel()  # each document's pair
         self.pair_entity, self.pair_year = pairs[:, 0], pairs[:, 1]
 
     @property
