@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--nprobes", type=int, default=32)
-    parser.add_argument("--refine", type=int, default=10)
+    parser.add_argument("--refine", type=int, default=AnnConfig().refine_factor)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     embedder = HashingEmbedder(EmbedderConfig(model=HASHING_MODEL))
