@@ -13,16 +13,12 @@ from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.fusion import paper_hybrid, rrf
 
 
-class HybridBM25Retriever(IndexedMixin, Retriever):
-    """The paper's fusion of the dense top-k with max-normalised BM25 scores (alpha = beta = 0.5)."""
+class _DenseAndBM25(IndexedMixin, Retriever):
+    """A dense and a BM25 retriever indexed on the same corpus; subclasses fuse their results."""
 
-    name = "hybrid_bm25"
     needs_query_vectors = True
-
-    def __init__(self, dense: DenseRetriever, bm25: BM25Retriever, alpha: float = 0.5, beta: float = 0.5):
-        if abs(alpha + beta - 1.0) > 1e-9 or min(alpha, beta) < 0:
-            raise ValueError(f"hybrid weights must be non-negative and sum to 1 (got alpha={alpha}, beta={beta})")
-        self.dense, self.bm25, self.alpha, self.beta = dense, bm25, alpha, beta
+    dense: DenseRetriever
+    bm25: BM25Retriever
 
     def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         self._corpus = corpus
@@ -31,6 +27,17 @@ class HybridBM25Retriever(IndexedMixin, Retriever):
 
     def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
         return self.dense.dense_passages(corpus)
+
+
+class HybridBM25Retriever(_DenseAndBM25):
+    """The paper's fusion of the dense top-k with max-normalised BM25 scores (alpha = beta = 0.5)."""
+
+    name = "hybrid_bm25"
+
+    def __init__(self, dense: DenseRetriever, bm25: BM25Retriever, alpha: float = 0.5, beta: float = 0.5):
+        if abs(alpha + beta - 1.0) > 1e-9 or min(alpha, beta) < 0:
+            raise ValueError(f"hybrid weights must be non-negative and sum to 1 (got alpha={alpha}, beta={beta})")
+        self.dense, self.bm25, self.alpha, self.beta = dense, bm25, alpha, beta
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
         block = as_block(queries)
@@ -38,22 +45,13 @@ class HybridBM25Retriever(IndexedMixin, Retriever):
         return paper_hybrid(dense, self.bm25.scores(block.texts), k, result_depth(k, depth), self.alpha, self.beta)
 
 
-class HybridRRFRetriever(IndexedMixin, Retriever):
+class HybridRRFRetriever(_DenseAndBM25):
     """Reciprocal-rank fusion (k = 60) of the dense and BM25 rankings, each cut at `candidates`."""
 
     name = "hybrid_rrf"
-    needs_query_vectors = True
 
     def __init__(self, dense: DenseRetriever, bm25: BM25Retriever, k_rrf: int = 60, candidates: int = 50):
         self.dense, self.bm25, self.k_rrf, self.candidates = dense, bm25, k_rrf, candidates
-
-    def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
-        self._corpus = corpus
-        self.dense.index(corpus, vectors)
-        self.bm25.index(corpus)
-
-    def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
-        return self.dense.dense_passages(corpus)
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
         block = as_block(queries)
