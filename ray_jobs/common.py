@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
 from t2rag.config import RayConfig
+from t2rag.pipeline.progress import format_rate
 
 log = logging.getLogger("t2rag.progress")
 
@@ -118,7 +119,7 @@ def log_stage_lines(stats: dict[str, dict[str, float]]) -> list[dict]:
     lines = []
     for stage, s in stats.items():
         wall = max(s["last"] - s["first"], 1e-9)
-        rate = s["rows"] / wall if s["rows"] else 0.0
-        log.info("[%s] rows=%d busy=%.1fs active=%.1fs (%.0f rows/s)", stage, s["rows"], s["busy_s"], wall, rate)
+        rate = format_rate(s["rows"], wall)
+        log.info("[%s] rows=%d busy=%.1fs active=%.1fs (%s)", stage, s["rows"], s["busy_s"], wall, rate)
         lines.append({"stage": stage, "rows": s["rows"], "busy_s": s["busy_s"], "active_s": round(wall, 3)})
     return lines

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
@@ -69,10 +70,11 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
         print_json({"source": qs.source, "subsets": stats})
         return 0
     rows = [
-        [name, s["questions"], s["contexts"], len(s["excluded"]), s["non_numeric_answers"]] for name, s in stats.items()
+        [name, ", ".join(s["splits"]), s["questions"], s["contexts"], len(s["excluded"]), s["non_numeric_answers"]]
+        for name, s in stats.items()
     ]
     print(f"source: {qs.source}")
-    print(markdown_table(["subset", "questions", "contexts", "excluded", "non-numeric answers"], rows))
+    print(markdown_table(["subset", "splits", "questions", "contexts", "excluded", "non-numeric answers"], rows))
     for name, s in stats.items():
         if s["excluded"]:
             print(f"{name} excluded: {', '.join(s['excluded'][:20])}{' ...' if len(s['excluded']) > 20 else ''}")
@@ -172,12 +174,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from t2rag.report import write_report
 
-    written = write_report(args.run_dir, args.out)
+    written = write_report(args.run_dir, args.out, args.paper)
     if args.json:
         print_json(written)
     else:
         for name, path in written.items():
             print(f"{name}: {path}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from t2rag.export import export_leaderboard
+
+    done = export_leaderboard(args.run_dir, args.out, args.method, args.partial)
+    if args.json:
+        print_json(asdict(done))
+    else:
+        print(
+            f"wrote {done.path}: {done.questions} questions of method {done.method}, "
+            f"{done.with_contexts} with ranked contexts, {done.with_prediction} with a prediction"
+        )
     return 0
 
 
@@ -262,8 +280,20 @@ def build_parser() -> argparse.ArgumentParser:
     rep = commands.add_parser("report", help="paper-shaped tables and plots from a run's records")
     rep.add_argument("run_dir", help="a run's output directory (local or s3://)")
     rep.add_argument("--out", default=None, help="where to write (default RUN_DIR/report)")
+    rep.add_argument("--paper", default=None, help="the paper's numbers in t2rag/reference/paper.yaml's layout")
     rep.add_argument("--json", action="store_true")
     rep.set_defaults(func=cmd_report)
+
+    exp = commands.add_parser("export", help="write a run's records in another format (the leaderboard's JSONL)")
+    exp.add_argument("run_dir", help="a run's output directory (local or s3://)")
+    exp.add_argument("--format", choices=["leaderboard"], default="leaderboard")
+    exp.add_argument("--out", required=True, help="file to write (local or s3://)")
+    exp.add_argument("--method", default=None, help="the method to export (needed when the run has several)")
+    exp.add_argument(
+        "--partial", action="store_true", help="allow questions without a record (default: every one is required)"
+    )
+    exp.add_argument("--json", action="store_true")
+    exp.set_defaults(func=cmd_export)
 
     fit = commands.add_parser("fit-fusion", help="fit the fused retrievers' weights on a dev split")
     fit.add_argument("--config", default=None, help="YAML run config whose retrieval settings to use")
@@ -294,7 +324,13 @@ def _extra_commands() -> Sequence[Callable[[argparse._SubParsersAction], None]]:
     return [register_serve]
 
 
-def _quiet_libraries() -> None:
+def _quiet_libraries(verbose: int) -> None:
+    """Keep libraries' bars and notices that say nothing to the user (weight-loading bars, LanceDB's "creating a
+    new dataset") out of the output; `-vv` lets them through. Set before the libraries are imported."""
+    if verbose < 2:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' bars follow this switch too
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("LANCEDB_LOG", "error")
     for name in ("httpx", "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -306,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.argv = list(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    _quiet_libraries()
+    _quiet_libraries(args.verbose)
     global _json_out
     if getattr(args, "json", False):
         # Ray forwards worker and raylet lines to the driver's stdout, and libraries print there too: during a

@@ -20,9 +20,12 @@ import pyarrow.compute as pc
 
 from t2rag.errors import InputError
 from t2rag.methods import PAPER_METHODS
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
+from t2rag.metrics.retrieval import per_query
+from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL
+from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.records import read_records, summarize_records
-from t2rag.plots import plot_methods
+from t2rag.plots import plot_number_match, plot_rank_curves
+from t2rag.reference import PaperReference, compare_table3, corpus_size_trend, load_paper, setting_differences
 from t2rag.storage import join, read_bytes, write_bytes
 from t2rag.tables import markdown_table
 
@@ -33,17 +36,96 @@ def _ordered(methods: list[str]) -> list[str]:
 
 
 def table3(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
+    """Number Match with its 95% interval and MRR@3, per subset and weighted, one row per method."""
     subsets = list(next(iter(summaries.values()))["subsets"]) if summaries else []
-    header = ["method"] + [f"{s} {m}" for s in [*subsets, "W. Avg"] for m in ("NM", "MRR@3")]
+    header = ["method"] + [f"{s} {m}" for s in [*subsets, "W. Avg"] for m in ("NM", "NM 95% CI", "MRR@3")]
     rows = []
     for method in _ordered(list(summaries)):
         s = summaries[method]
         row: list[object] = [method]
         for name in [*subsets, "W. Avg"]:
             entry = s["weighted"] if name == "W. Avg" else s["subsets"].get(name, {})
-            row += [entry.get("number_match"), entry.get("mrr@3")]
+            row += [entry.get("number_match"), entry.get(NM_INTERVAL), entry.get("mrr@3")]
         rows.append(row)
     return header, rows
+
+
+#: The ranks the retrieval curves run over (the paper reports k = 1..10 at most).
+CURVE_KS = tuple(range(1, 11))
+
+
+def rank_curves(records: pa.Table) -> tuple[list[int], dict[str, dict[str, list[float | None]]]]:
+    """MRR@k and Recall@k in percent for k = 1..10, per retrieving method over all its questions; None for a k
+    beyond the method's lists (a reranker returns its pool of pool_factor x k)."""
+    ranked = records.filter(pc.is_valid(records.column("gold_rank")))
+    curves: dict[str, dict[str, list[float | None]]] = {}
+    for method in _ordered(list(dict.fromkeys(ranked.column("method").to_pylist()))):
+        part = ranked.filter(pc.equal(ranked.column("method"), method))
+        depth = int(pc.max(pc.list_value_length(part.column("context_ids"))).as_py() or 0)
+        ranks = part.column("gold_rank").to_numpy()
+        curves[method] = {
+            name: [round(100 * float(per_query(f"{name}@{k}", ranks).mean()), 2) if k <= depth else None
+                   for k in CURVE_KS]
+            for name in ("mrr", "recall")
+        }  # fmt: skip
+    return list(CURVE_KS), curves
+
+
+def curves_table(
+    ks: list[int], curves: dict[str, dict[str, list[float | None]]]
+) -> tuple[list[str], list[list[object]]]:
+    header = ["method", "metric", *(f"k={k}" for k in ks)]
+    rows = [[m, name, *c[key]] for m, c in curves.items() for key, name in (("mrr", "MRR@k"), ("recall", "Recall@k"))]
+    return header, rows
+
+
+def setting_lines(manifest: dict | None) -> list[str]:
+    """What the run was evaluated on, as markdown lines: corpus per subset, embedder, generator, k."""
+    if manifest is None:
+        return ["The run has no manifest.json: its setting is unknown."]
+    config, data = manifest.get("config") or {}, manifest.get("data")
+    lines = []
+    if data:
+        lines.append(
+            f"- data: {data['source']}" + (", subsets pooled into one corpus" if data["pooled_corpus"] else "")
+        )
+        for name, d in data["subsets"].items():
+            lines.append(
+                f"- {name}: split(s) {', '.join(d['splits']) or '?'}; {d['questions']:,} questions searched against "
+                f"{d['contexts']:,} contexts"
+            )
+    retrieval = config.get("retrieval") or {}
+    lines.append(f"- retrieval: k = {retrieval.get('k')}, embedder {(retrieval.get('embedder') or {}).get('model')}")
+    generator = config.get("generator")
+    lines.append(
+        f"- generator: {generator['name']} ({generator['engine']}, {generator['model']})"
+        if generator
+        else "- no generator"
+    )
+    if config.get("limit"):
+        lines.append(f"- answers generated for a seeded sample of {config['limit']} questions per subset")
+    return lines
+
+
+def figure4_table(corpus: tuple[list[str], list[list[object]]], paper: PaperReference):
+    """Per (subset, method) of a corpus-size ablation: MRR@3 at its smallest and largest corpus, the run's trend
+    and the paper's (Figure 4)."""
+    header, rows = corpus
+    col = {h: i for i, h in enumerate(header)}
+    if not {"subset", "method", "documents", "mrr3_mean"} <= set(col):
+        return [], []
+    cells: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for r in rows:
+        cells.setdefault((r[col["subset"]], r[col["method"]]), []).append((r[col["documents"]], r[col["mrr3_mean"]]))
+    out_header = ["subset", "method", "smallest corpus", "MRR@3 there", "largest corpus", "MRR@3 there", "run",
+                  "paper"]  # fmt: skip
+    out = []
+    for (subset, method), points in cells.items():
+        points.sort()
+        trend = corpus_size_trend(points)
+        out.append([subset, method, points[0][0], points[0][1], points[-1][0], points[-1][1], trend,
+                    paper.figure4.trend])  # fmt: skip
+    return out_header, out
 
 
 def retrieval_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
@@ -164,29 +246,56 @@ def _num(value: str) -> object:
         return value
 
 
-def write_report(run_dir: str, out_dir: str | None = None) -> dict[str, str]:
-    """Write every table and plot the run's files allow; returns {name: path}."""
+def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | None = None) -> dict[str, str]:
+    """Write every table and plot the run's files allow; returns {name: path}. `paper_file` replaces the packaged
+    paper reference (same layout)."""
     records = read_records(run_dir)
     if records.num_rows == 0:
         raise InputError(f"{run_dir}: no records found under {run_dir}/records")
     out_dir = out_dir or join(run_dir, "report")
     summaries = summarize_records(records, DEFAULT_RETRIEVAL_METRICS)
+    manifest = read_json(run_dir, "manifest.json")
+    paper = load_paper(paper_file)
     written: dict[str, str] = {}
     sections: list[str] = [
         f"# Report for {run_dir}\n",
         f"{records.num_rows} records, methods: {', '.join(summaries)}\n",
+        "## Setting\n\n" + "\n".join(setting_lines(manifest)) + "\n",
     ]
 
-    def emit(name: str, title: str, header: list[str], rows: list[list[object]]) -> None:
+    def emit(name: str, title: str, header: list[str], rows: list[list[object]], note: str = "") -> None:
         if not rows:
             return
         md = markdown_table(header, rows)
         written[name] = write_bytes(join(out_dir, f"{name}.md"), (md + "\n").encode())
         write_bytes(join(out_dir, f"{name}.csv"), _csv(header, rows))
-        sections.append(f"## {title}\n\n{md}\n")
+        sections.append(f"## {title}\n\n{note}{md}\n")
 
-    emit("table3", "Table 3: Number Match (NM) and MRR@3 per subset, weighted average", *table3(summaries))
+    def image(name: str, file: str, png: bytes, caption: str) -> None:
+        written[name] = write_bytes(join(out_dir, file), png)
+        sections.append(f"![{caption}]({file})\n")
+
+    emit("table3", "Table 3: Number Match (NM, with its 95% Wilson interval) and MRR@3", *table3(summaries))
+    differences = setting_differences(paper, (manifest or {}).get("config") or {}, (manifest or {}).get("data"))
+    note = (
+        "**This run's setting differs from the paper's**, so the differences below are not a reproduction gap:\n"
+        + "".join(f"- {d}\n" for d in differences)
+        if differences
+        else "The run's setting is the paper's.\n"
+    )
+    if not paper.table3.transcribed:
+        note += "The paper's Table 3 values are not transcribed into this project yet (– below).\n"
+    emit(
+        "paper_comparison",
+        f"The paper's Table 3 beside this run (source: {paper.cite()})",
+        *compare_table3(paper, {m: summaries[m] for m in _ordered(list(summaries))}),
+        note=note + "\n",
+    )
     emit("retrieval", "Retrieval metrics", *retrieval_table(summaries))
+    ks, curves = rank_curves(records)
+    if curves:
+        emit("retrieval_curves", "MRR@k and Recall@k, all questions", *curves_table(ks, curves))
+        image("retrieval_curves_plot", "retrieval_curves.png", plot_rank_curves(curves, ks), "MRR@k and Recall@k")
     emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(summaries))
     emit("generation", "Generation diagnostics", *generation_table(records))
     embedders = _read_csv(join(run_dir, "ablations", "embedders.csv"))
@@ -195,15 +304,18 @@ def write_report(run_dir: str, out_dir: str | None = None) -> dict[str, str]:
     corpus = _read_csv(join(run_dir, "ablations", "corpus_size.csv"))
     if corpus:
         emit("table5", "Table 5: MRR@3 by corpus size (mean and standard deviation over seeds)", *corpus)
+        emit(
+            "figure4", "Figure 4: the trend of MRR@3 as the corpus grows, run and paper", *figure4_table(corpus, paper)
+        )
         plot = read_bytes(join(run_dir, "ablations", "corpus_size.png"))
         if plot:
-            written["corpus_size_plot"] = write_bytes(join(out_dir, "corpus_size.png"), plot)
-            sections.append("![MRR@3 by corpus size](corpus_size.png)\n")
-    bars = [
-        (m, summaries[m]["weighted"].get("number_match", math.nan), summaries[m]["weighted"].get("mrr@3", math.nan))
+            image("corpus_size_plot", "corpus_size.png", plot, "MRR@3 by corpus size")
+    answered = [
+        (m, w["number_match"], *w[NM_INTERVAL], w["generated"])
         for m in _ordered(list(summaries))
+        if "number_match" in (w := summaries[m]["weighted"]) and w.get("generated")
     ]
-    written["methods_plot"] = write_bytes(join(out_dir, "methods.png"), plot_methods(bars))
-    sections.append("![weighted Number Match and MRR@3 per method](methods.png)\n")
+    if answered:
+        image("number_match_plot", "number_match.png", plot_number_match(answered), "Number Match per method")
     written["report"] = write_bytes(join(out_dir, "report.md"), "\n".join(sections).encode())
     return written

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import pyarrow.compute as pc
+
 from t2rag.config import RunConfig
 from t2rag.data import POOLED, Corpus, QuestionSet, build_corpora, build_corpus, load_questions
 from t2rag.data.distractors import extend, load_distractors
@@ -46,8 +48,9 @@ class Resources:
     def questions(self) -> QuestionSet:
         if self._questions is None:
             d = self.config.data
-            with self.log.stage("load", 0):
+            with self.log.stage("load", 0, source=d.source or "sample") as labels:
                 self._questions = load_questions(d.source, d.subsets, d.split)
+                labels["rows"] = len(self._questions)
         return self._questions
 
     @cached_property
@@ -74,6 +77,27 @@ class Resources:
             return self.corpora[subset]
         except KeyError:
             raise InputError(f"unknown subset '{subset}' (loaded: {', '.join(self.corpora)})") from None
+
+    def data_description(self) -> dict:
+        """What a run is evaluated on: the source, and per subset its splits, scored questions and the contexts
+        its questions are searched against (the pooled corpus' size when subsets share one)."""
+        questions = self.questions
+        scored = questions.scored()
+        subsets: dict[str, dict] = {}
+        for name in questions.subsets:
+            part = scored.filter(pc.equal(scored.column("subset"), name))
+            corpus = self.pooled_corpus if self.config.data.pooled_corpus else self.corpora[name]
+            subsets[name] = {
+                "splits": sorted({s for s in part.column("split").to_pylist() if s}),
+                "questions": part.num_rows,
+                "contexts": len(corpus),
+            }
+        return {
+            "source": questions.source,
+            "pooled_corpus": self.config.data.pooled_corpus,
+            "distractors": self.config.data.distractors,
+            "subsets": subsets,
+        }
 
     def context_summary_corpus(self, corpus: Corpus) -> Corpus:
         """The corpus with every context replaced by its generated summary (generated here when not stored)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from t2rag.metrics.summary import NM_INTERVAL
+
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A GitHub-flavoured markdown table with right-aligned numbers."""
@@ -31,6 +33,8 @@ def _is_num(value: object) -> bool:
 
 
 def _fmt(value: object) -> str:
+    if isinstance(value, list | tuple) and len(value) == 2 and all(_is_num(v) for v in value):
+        return "–" if any(math.isnan(v) for v in value) else f"[{value[0]:.1f}, {value[1]:.1f}]"  # an interval
     if isinstance(value, float):
         return "–" if math.isnan(value) else f"{value:.2f}"
     if value is None:
@@ -46,14 +50,28 @@ def summary_table(summary: dict) -> str:
     for entry in entries.values():
         metrics += [k for k in entry if k not in metrics]
     rows = [[name, *(entry.get(m) for m in metrics)] for name, entry in entries.items()]
-    return markdown_table(["subset", *metrics], rows)
+    return markdown_table(["subset", *(LABELS.get(m, m) for m in metrics)], rows)
+
+
+#: Column labels where a metric's key is not what a reader should see.
+LABELS = {NM_INTERVAL: "NM 95% CI"}
+
+
+def with_intervals(metrics: Sequence[str]) -> list[str]:
+    """The metrics with Number Match's 95% interval placed right after it."""
+    out: list[str] = []
+    for m in metrics:
+        out += [m, NM_INTERVAL] if m == "number_match" else [m]
+    return out
 
 
 def methods_table(methods: dict[str, dict], metrics: Sequence[str]) -> str:
-    """Table-3 shape: one row per method, one column per (subset, metric) and the weighted average."""
+    """Table-3 shape: one row per method, one column per (subset, metric) and the weighted average; Number Match
+    comes with its 95% interval."""
+    metrics = with_intervals(metrics)
     first = next(iter(methods.values()), {"subsets": {}})
     subsets = list(first["subsets"])
-    header = ["method"] + [f"{s} {m}" for s in [*subsets, "W. Avg"] for m in metrics]
+    header = ["method"] + [f"{s} {LABELS.get(m, m)}" for s in [*subsets, "W. Avg"] for m in metrics]
     rows = []
     for name, summary in methods.items():
         row: list[object] = [name]

@@ -1,11 +1,16 @@
-"""The report's retrieval ablation table, from a run's records."""
+"""The report from a run's records: the retrieval ablation, intervals, curves, the paper beside the run, plots."""
 
 from __future__ import annotations
 
 import csv
+from pathlib import Path
+
+import pyarrow as pa
 
 from t2rag.config import load_config
+from t2rag.metrics.summary import wilson_interval
 from t2rag.pipeline.local import run_local
+from t2rag.pipeline.records import read_records, to_records, write_records
 from t2rag.report import ABLATION_COMPONENTS, write_report
 
 
@@ -37,3 +42,47 @@ def test_no_ablation_table_for_the_papers_methods_alone(tmp_path) -> None:
     fields = {"methods": ["bm25"], "retrieval_only": True, "data": {"subsets": ["FinQA"]}, "out": str(tmp_path)}
     run_local(load_config(None, fields))
     assert "retrieval_ablation" not in write_report(str(tmp_path))
+
+
+def test_report_has_intervals_curves_the_paper_beside_and_plots(tmp_path) -> None:
+    fields = {"methods": ["bm25"], "retrieval_only": True, "data": {"subsets": ["FinQA"]}, "out": str(tmp_path)}
+    result = run_local(load_config(None, fields))
+    ids = read_records(str(tmp_path)).column("id").to_pylist()[:20]
+    answers = pa.table(
+        {
+            "id": ids,
+            "subset": ["FinQA"] * 20,
+            "method": ["oracle"] * 20,
+            "raw_output": ["{}"] * 20,
+            "number_match": [i < 5 for i in range(20)],
+            "reference": [1.0] * 20,
+        }
+    )
+    write_records(str(tmp_path), to_records(answers), "oracle-answers")
+    written = write_report(str(tmp_path))
+
+    with open(tmp_path / "report" / "table3.csv") as f:
+        table3 = {r["method"]: r for r in csv.DictReader(f)}
+    assert float(table3["oracle"]["W. Avg NM"]) == 25.0
+    assert table3["oracle"]["W. Avg NM 95% CI"] == str(wilson_interval(5, 20))
+
+    with open(tmp_path / "report" / "retrieval_curves.csv") as f:
+        curves = {r["metric"]: r for r in csv.DictReader(f) if r["method"] == "bm25"}
+    mrr = [float(curves["MRR@k"][f"k={k}"]) for k in range(1, 11)]
+    recall = [float(curves["Recall@k"][f"k={k}"]) for k in range(1, 11)]
+    assert mrr == sorted(mrr) and recall == sorted(recall) and mrr[0] == recall[0]
+    assert mrr[2] == round(result["methods"]["bm25"]["weighted"]["mrr@3"], 2)
+    assert recall[4] == round(result["methods"]["bm25"]["weighted"]["recall@5"], 2)
+
+    for plot in ("retrieval_curves_plot", "number_match_plot"):
+        assert Path(written[plot]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "FinQA: split(s) dev; 883 questions searched against 299 contexts" in report
+    assert "This run's setting differs from the paper's" in report
+    assert "FinQA: dev split(s), 883 questions over 299 contexts (paper: all splits, 8,281 over 2,789)" in report
+    with open(tmp_path / "report" / "paper_comparison.csv") as f:
+        compared = list(csv.DictReader(f))
+    assert {(r["method"], r["metric"]) for r in compared} == {
+        ("bm25 (not in the paper)", "mrr@3"),
+        ("Oracle Context", "number_match"),
+    }

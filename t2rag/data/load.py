@@ -59,7 +59,8 @@ class QuestionSet:
         return self.table.take(pa.array([index[qid] for qid in ids], pa.int64()))
 
     def stats(self) -> dict[str, dict[str, object]]:
-        """Per-subset counts: questions, unique contexts, excluded ids and non-numeric reference answers."""
+        """Per-subset counts: splits present, questions, unique contexts, excluded ids and non-numeric reference
+        answers."""
         from t2rag.data.corpus import build_corpus
 
         out: dict[str, dict[str, object]] = {}
@@ -69,6 +70,7 @@ class QuestionSet:
             excluded = pc.is_valid(t.column("excluded_reason"))
             corpus = build_corpus(part, name)
             out[name] = {
+                "splits": sorted({s for s in t.column("split").to_pylist() if s}),
                 "questions": t.num_rows,
                 "contexts": len(corpus),
                 "excluded": t.column("id").filter(excluded).to_pylist(),

@@ -27,6 +27,22 @@ def _pct(numerator: float, denominator: int) -> float:
     return round(100.0 * numerator / denominator, 4) if denominator else float("nan")
 
 
+#: The interval reported beside every Number Match: 95% Wilson score interval, in percent.
+NM_INTERVAL = "number_match_ci95"
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> list[float]:
+    """The Wilson score interval of a proportion, in percent ([nan, nan] without trials). Unlike the normal
+    approximation it stays inside [0, 100] and is not empty at 0 or n successes, which small generation
+    samples hit often."""
+    if trials <= 0:
+        return [float("nan"), float("nan")]
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return [round(100 * max(0.0, centre - half), 2), round(100 * min(1.0, centre + half), 2)]
+
+
 @dataclass
 class SubsetTotals:
     """Counts and sums for one subset; `generated`/`retrieved` are None when that metric group is absent."""
@@ -43,6 +59,7 @@ class SubsetTotals:
         if self.generated is not None:
             out["generated"] = self.generated
             out["number_match"] = _pct(self.matched, self.generated)
+            out[NM_INTERVAL] = wilson_interval(self.matched, self.generated)
             out["non_numeric_references"] = self.non_numeric
         if self.retrieved is not None:
             out["retrieved"] = self.retrieved
@@ -56,7 +73,11 @@ def summary_from_totals(
 ) -> dict[str, dict]:
     """`{"subsets": {name: {...}}, "weighted": {...}}` from per-subset totals."""
     per_subset = {name: totals[name].entry(retrieval_metrics) for name in ordered_subsets(list(totals))}
-    return drop_empty_groups({"subsets": per_subset, "weighted": weighted_average(per_subset)})
+    weighted = weighted_average(per_subset)
+    generated = [t for t in totals.values() if t.generated is not None]
+    if generated:
+        weighted[NM_INTERVAL] = wilson_interval(sum(t.matched for t in generated), sum(t.generated for t in generated))
+    return drop_empty_groups({"subsets": per_subset, "weighted": weighted})
 
 
 def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
@@ -69,6 +90,8 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
         if any(key in e for e in per_subset.values()):
             out[key] = sum(int(e.get(key, 0)) for e in per_subset.values())
     for metric in metrics:
+        if metric == NM_INTERVAL:
+            continue  # not an average: summary_from_totals computes it from the pooled counts
         if metric == "non_numeric_references":
             out[metric] = sum(int(e.get(metric, 0)) for e in per_subset.values())
             continue
@@ -88,7 +111,7 @@ def drop_empty_groups(summary: dict) -> dict:
     entries = [*summary["subsets"].values(), summary["weighted"]]
     drops: list[str] = []
     if all(e.get("generated", 1) == 0 for e in entries):
-        drops += ["generated", "number_match", "non_numeric_references"]
+        drops += ["generated", "number_match", NM_INTERVAL, "non_numeric_references"]
     if all(e.get("retrieved", 1) == 0 for e in entries):
         drops += ["retrieved", *[k for k in summary["weighted"] if "@" in k]]
     for e in entries:

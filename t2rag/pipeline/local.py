@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from t2rag.config import RunConfig
 from t2rag.pipeline.plan import WorkGroup, plan_work
-from t2rag.pipeline.progress import StageLog
+from t2rag.pipeline.progress import Progress, StageLog
 from t2rag.pipeline.records import new_part_name, to_records, write_records
 from t2rag.pipeline.run import claim_run, finish_run
 from t2rag.resources import Resources
@@ -17,11 +17,12 @@ from t2rag.stages import STAGES, Stage
 
 log = logging.getLogger(__name__)
 
-#: Rows per block. Generating blocks are small so a long run reports progress and is resumable as it goes;
-#: a retrieval block holds several thousand (method, question) rows, so each question is embedded once for all
-#: the methods that share it and every search is a large block.
+#: Rows per block. Generating blocks are small so a long run reports progress and is resumable as it goes (one
+#: row for llama.cpp, which answers one request at a time anyway); a retrieval block holds thousands of
+#: (method, question) rows, so each question is embedded once for all the methods that share it and every search
+#: is a large block.
 GENERATE_BLOCK_ROWS = 8
-RETRIEVE_BLOCK_ROWS = 16384
+RETRIEVE_BLOCK_ROWS = 4096
 
 
 class LocalEngine:
@@ -54,15 +55,23 @@ class LocalEngine:
                     self.run_group(group)
             finally:
                 self.resources.close()
-            return finish_run(self.config, self.log, started, engine="local")
+            return finish_run(self.config, self.log, started, "local", self.resources.data_description())
 
     def run_group(self, group: WorkGroup) -> None:
-        size = GENERATE_BLOCK_ROWS if "generate" in group.stages else RETRIEVE_BLOCK_ROWS
+        generates = "generate" in group.stages
+        size = self.generate_block_rows() if generates else RETRIEVE_BLOCK_ROWS
         total = group.rows.num_rows
+        methods = ", ".join(dict.fromkeys(group.rows.column("method").to_pylist()))
+        progress = Progress(f"{'generate' if generates else 'retrieve'}: {methods}", total)
         for start in range(0, total, size):
             batch = group.rows.slice(start, size)
             done = f"{start + batch.num_rows}/{total}"
             write_records(self.config.out, to_records(self.apply(group.stages, batch, done)), new_part_name("local"))
+            progress.advance(batch.num_rows)
+
+    def generate_block_rows(self) -> int:
+        generator = self.config.generator
+        return 1 if generator is not None and generator.engine == "llamacpp" else GENERATE_BLOCK_ROWS
 
     def apply(self, stages: tuple[str, ...], batch: pa.Table, done: str = "") -> pa.Table:
         """Run a batch through the named stages in order."""

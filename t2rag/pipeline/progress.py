@@ -1,36 +1,108 @@
-"""Progress of a run in one process: one line per stage call, kept for the run manifest."""
+"""Progress of a run in one process: a bar (terminal) or periodic lines (log) per piece of work, and one timed
+entry per stage call, kept for the run manifest."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 progress = logging.getLogger("t2rag.progress")
 
+#: Stages that run once per run (or per corpus) and take long enough to be worth a line of their own; the
+#: per-block stage lines are debug output, the work's progress speaks for them.
+ONCE_STAGES = frozenset({"load", "index", "score"})
+
+
+def format_rate(rows: float, seconds: float, unit: str = "rows") -> str:
+    """A rate with sensible precision: `1234 rows/s`, `12.3 rows/s`, `0.42 rows/s` or `25.1 s/row`."""
+    if seconds <= 0 or rows <= 0:
+        return f"– {unit}/s"
+    rate = rows / seconds
+    if rate >= 100:
+        return f"{rate:.0f} {unit}/s"
+    if rate >= 10:
+        return f"{rate:.1f} {unit}/s"
+    if rate >= 1:
+        return f"{rate:.2f} {unit}/s"
+    return f"{seconds / rows:.1f} s/{unit.rstrip('s')}"
+
+
+def format_seconds(seconds: float) -> str:
+    """`42 s`, `3 min 05 s` or `1 h 02 min`."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
 
 @dataclass
 class StageLog:
-    """Wall time and row counts per stage, printed as one line each and kept for the run manifest."""
+    """Wall time and row counts per stage call, kept for the run manifest (and printed at debug level, or at info
+    for the once-per-run stages)."""
 
     entries: list[dict] = field(default_factory=list)
 
     @contextmanager
     def stage(self, stage: str, rows: int, **labels: object):
-        """Time the block; it may add labels to the yielded dict (they go into the line and the manifest)."""
+        """Time the block; it may add labels to the yielded dict (they go into the line and the manifest), and
+        set `rows` there when the count is known only at the end."""
         start = time.perf_counter()
         labels = dict(labels)
         yield labels
         seconds = time.perf_counter() - start
+        rows = int(labels.pop("rows", rows))
         entry = {"stage": stage, "rows": rows, "seconds": round(seconds, 3), **labels}
         self.entries.append(entry)
-        rate = rows / seconds if seconds > 0 else float("inf")
-        tags = " ".join(f"{k}={v}" for k, v in labels.items())
-        progress.info("[%s] %s rows=%d %.1fs (%.0f rows/s)", stage, tags, rows, seconds, rate)
+        tags = "".join(f" {k}={v}" for k, v in labels.items())
+        level = logging.INFO if stage in ONCE_STAGES else logging.DEBUG
+        progress.log(level, "[%s]%s rows=%d %.1fs (%s)", stage, tags, rows, seconds, format_rate(rows, seconds))
 
     def totals(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for e in self.entries:
             out[e["stage"]] = round(out.get(e["stage"], 0.0) + e["seconds"], 3)
         return out
+
+
+class Progress:
+    """Progress through `total` rows of one piece of work: a bar on a terminal, else a log line at most every
+    `every_s` seconds and at the end, each with the count, the rate and the time left."""
+
+    def __init__(self, label: str, total: int, every_s: float = 15.0, bar: bool | None = None):
+        self.label, self.total, self.every_s = label, total, every_s
+        self.done = 0
+        self.started = self._last = time.perf_counter()
+        if bar is None:
+            bar = sys.stderr.isatty() and progress.isEnabledFor(logging.INFO)
+        self._bar = None
+        if bar:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=label, unit="row", file=sys.stderr, dynamic_ncols=True)
+
+    def advance(self, rows: int) -> None:
+        self.done += rows
+        if self._bar is not None:
+            self._bar.update(rows)
+            if self.done >= self.total:
+                self._bar.close()
+            return
+        now = time.perf_counter()
+        if self.done >= self.total or now - self._last >= self.every_s:
+            self._last = now
+            progress.info("%s", self.line())
+
+    def line(self) -> str:
+        """`[label] 8/16 rows (50%), 0.27 rows/s, 30 s left` (`in 1 min 02 s` once done)."""
+        elapsed = time.perf_counter() - self.started
+        share = f"{100 * self.done / self.total:.0f}%" if self.total else "100%"
+        head = f"[{self.label}] {self.done}/{self.total} rows ({share}), {format_rate(self.done, elapsed)}"
+        if self.done >= self.total:
+            return f"{head}, done in {format_seconds(elapsed)}"
+        left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        return f"{head}, {format_seconds(left)} left" if self.done else head

@@ -2,7 +2,7 @@
 
 with claim_run(config, questions, overwrite) as done:  # validate, lock, list finished (method, id)
     ... an engine computes plan_work(config, questions, done) and writes record blocks ...
-    summary = finish_run(config, log, started, engine="local")
+    summary = finish_run(config, log, started, "local", resources.data_description())
 """
 
 from __future__ import annotations
@@ -85,18 +85,21 @@ def run_records(config: RunConfig, columns: list[str] | None = None) -> pa.Table
     return records
 
 
-def finish_run(config: RunConfig, log: StageLog, started: float, engine: str, **manifest_extra: object) -> dict:
-    """Summarise the records, write summary.json and manifest.json, and return the summary."""
+def finish_run(
+    config: RunConfig, log: StageLog, started: float, engine: str, data: dict, **manifest_extra: object
+) -> dict:
+    """Summarise the records, write summary.json and manifest.json, and return the summary. `data` describes
+    what was evaluated (`Resources.data_description`); both files carry it."""
     records = run_records(config, [*METRIC_COLUMNS, "id", "prompt_tokens", "completion_tokens"])
     with log.stage("score", records.num_rows):
         scored = summarize_records(records)
-    result = {"methods": {m: scored[m] for m in config.methods if m in scored}, "out": config.out}
+    result = {"methods": {m: scored[m] for m in config.methods if m in scored}, "data": data, "out": config.out}
     tokens = {
         "prompt": int(pc.sum(records.column("prompt_tokens")).as_py() or 0),
         "completion": int(pc.sum(records.column("completion_tokens")).as_py() or 0),
     }
     write_json(config.out, "summary.json", result)
     manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)
-    manifest.update(engine=engine, **manifest_extra)
+    manifest.update(engine=engine, data=data, **manifest_extra)
     write_json(config.out, "manifest.json", manifest)
     return result

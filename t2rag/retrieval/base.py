@@ -10,8 +10,8 @@ import numpy as np
 
 from t2rag.data.corpus import Corpus
 
-#: Every retriever returns at least this many results so Recall@5 and MRR@5 can be reported.
-MIN_DEPTH = 5
+#: Every retriever returns at least this many results, so MRR@k and Recall@k can be reported up to k = 10.
+MIN_DEPTH = 10
 
 
 def result_depth(k: int, depth: int | None = None) -> int:

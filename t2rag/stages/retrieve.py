@@ -23,11 +23,12 @@ RANKING_TYPES: dict[str, pa.DataType] = {
 
 
 def search_depth(method: Method, config: RunConfig, k: int) -> int:
-    """Results a method's search returns: max(k, 5), or more when a later stage of the method asks for more."""
+    """Results a method's search returns: max(k, MIN_DEPTH); when a later stage asks for a candidate pool (the
+    reranker's pool_factor x k), exactly that pool (at least k)."""
     from t2rag.stages import STAGES
 
-    wanted = [STAGES[name].candidates(config, k) for name in method.stages]
-    return max([result_depth(k), *(n for n in wanted if n is not None)])
+    wanted = [n for n in (STAGES[name].candidates(config, k) for name in method.stages) if n is not None]
+    return max(k, *wanted) if wanted else result_depth(k)
 
 
 def ranking_columns(hits: Hits, corpus: Corpus, gold: list[str | None]) -> dict[str, list]:
