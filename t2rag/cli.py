@@ -164,10 +164,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
         return 0
-    metrics = ["number_match", "mrr@3", "recall@1", "recall@3", "recall@5"]
-    present = [m for m in metrics if any(m in s["weighted"] for s in result["methods"].values())]
-    print(methods_table(result["methods"], present))
-    print(f"\nrecords: {result['out']}/records  summary: {result['out']}/summary.json")
+    print(f"\nData: {result['data']['source']}")
+    for name, d in result["data"]["subsets"].items():
+        print(f"  {name}: {', '.join(d['splits'])}, {d['questions']} questions against {d['contexts']} contexts")
+    ranked = {m: s for m, s in result["methods"].items() if "mrr@3" in s["weighted"]}
+    answered = {m: s for m, s in result["methods"].items() if "number_match" in s["weighted"]}
+    if ranked:
+        print("\nRetrieval, every question (%):")
+        print(methods_table(ranked, ["mrr@3", "recall@1", "recall@3", "recall@5"]))
+    if answered:
+        print("\nNumber Match (%) of the generated answers, with its 95% interval; `generated` is the sample size:")
+        print(methods_table(answered, ["generated", "number_match"]))
+    out = result["out"]
+    print(f"\nrecords: {out}/records  summary: {out}/summary.json  plots and the paper beside: t2rag report {out}")
     return 0
 
 

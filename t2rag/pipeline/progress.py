@@ -95,11 +95,11 @@ class Progress:
         now = time.perf_counter()
         if self.done >= self.total or now - self._last >= self.every_s:
             self._last = now
-            progress.info("%s", self.line())
+            progress.info("%s", self.line(now))
 
-    def line(self) -> str:
-        """`[label] 8/16 rows (50%), 0.27 rows/s, 30 s left` (`in 1 min 02 s` once done)."""
-        elapsed = time.perf_counter() - self.started
+    def line(self, now: float | None = None) -> str:
+        """`[label] 8/16 rows (50%), 0.27 rows/s, 30 s left` (`done in 1 min 02 s` at the end)."""
+        elapsed = (time.perf_counter() if now is None else now) - self.started
         share = f"{100 * self.done / self.total:.0f}%" if self.total else "100%"
         head = f"[{self.label}] {self.done}/{self.total} rows ({share}), {format_rate(self.done, elapsed)}"
         if self.done >= self.total:
