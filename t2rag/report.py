@@ -284,7 +284,7 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         else "The run's setting is the paper's.\n"
     )
     if not paper.table3.transcribed:
-        note += "The paper's Table 3 values are not transcribed into this project yet (– below).\n"
+        note += "\nThe paper's Table 3 values are not transcribed into this project yet (– below).\n"
     emit(
         "paper_comparison",
         f"The paper's Table 3 beside this run (source: {paper.cite()})",

@@ -56,3 +56,11 @@ def test_progress_lines_count_rate_and_time_left(caplog, monkeypatch):
         "[generate: oracle] 1/4 rows (25%), 10.0 s/row, 30 s left",
         "[generate: oracle] 4/4 rows (100%), 10.0 s/row, done in 40 s",
     ]
+
+
+def test_a_terminal_gets_a_bar(capsys):
+    progress = Progress("retrieve: bm25", 10, bar=True)
+    progress.advance(4)
+    progress.advance(6)
+    bar = capsys.readouterr().err
+    assert "retrieve: bm25" in bar and "10/10" in bar and "row/s" in bar

@@ -104,5 +104,6 @@ class Progress:
         head = f"[{self.label}] {self.done}/{self.total} rows ({share}), {format_rate(self.done, elapsed)}"
         if self.done >= self.total:
             return f"{head}, done in {format_seconds(elapsed)}"
-        left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
-        return f"{head}, {format_seconds(left)} left" if self.done else head
+        if not self.done:
+            return head
+        return f"{head}, {format_seconds(elapsed / self.done * (self.total - self.done))} left"
