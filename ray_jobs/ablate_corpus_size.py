@@ -36,6 +36,7 @@ from t2rag.data.corpus import Corpus
 from t2rag.data.distractors import extend, load_distractors, synthetic_contexts
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k
 from t2rag.plots import plot_corpus_size
+from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.retrieval import QueryBlock, build_retriever
 from t2rag.retrieval.hashing_embedder import HASHING_MODEL
@@ -274,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=None, help="comma-separated retrieval methods (default: the config's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    quiet_libraries()
     config = load_config(args.config)
     init_ray(config.ray)
     fractions = tuple(float(f) for f in args.fractions.split(","))

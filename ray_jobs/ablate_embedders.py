@@ -16,6 +16,7 @@ import logging
 from ray_jobs.common import init_ray
 from t2rag.config import RunConfig, load_config
 from t2rag.pipeline.local import run_local
+from t2rag.quiet import quiet_libraries
 from t2rag.retrieval import EmbedderConfig
 from t2rag.storage import join, write_bytes
 from t2rag.tables import markdown_table
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    quiet_libraries()
     config = load_config(args.config)
     init_ray(config.ray)
     for name, path in ablate_embedders(config, parse_models(args.models)).items():

@@ -20,6 +20,7 @@ from ray_jobs.placement import place
 from t2rag.config import RunConfig, load_config
 from t2rag.data import Corpus
 from t2rag.methods import get_method
+from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.retrieval import build_retriever
 from t2rag.retrieval.base import DensePassages
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    quiet_libraries()
     config = load_config(args.config)
     init_ray(config.ray)
     for entry in build_indexes(config):

@@ -29,6 +29,7 @@ from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.pipeline.progress import StageLog
 from t2rag.pipeline.records import RECORDS_DIR, to_answer_inputs, to_records
 from t2rag.pipeline.run import claim_run, finish_run
+from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.storage import join
 
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    quiet_libraries()
     config = load_config(args.config, {"out": args.out} if args.out else None)
     with contextlib.redirect_stdout(sys.stderr):  # Ray's forwarded worker lines must not mix with the JSON
         summary = run_ray(config, overwrite=args.overwrite)

@@ -9,12 +9,12 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from t2rag.errors import InputError, T2RagError, one_line
+from t2rag.quiet import quiet_libraries
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -333,17 +333,6 @@ def _extra_commands() -> Sequence[Callable[[argparse._SubParsersAction], None]]:
     return [register_serve]
 
 
-def _quiet_libraries(verbose: int) -> None:
-    """Keep libraries' bars and notices that say nothing to the user (weight-loading bars, LanceDB's "creating a
-    new dataset") out of the output; `-vv` lets them through. Set before the libraries are imported."""
-    if verbose < 2:
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' bars follow this switch too
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        os.environ.setdefault("LANCEDB_LOG", "error")
-    for name in ("httpx", "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -351,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.argv = list(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    _quiet_libraries(args.verbose)
+    quiet_libraries(args.verbose)
     global _json_out
     if getattr(args, "json", False):
         # Ray forwards worker and raylet lines to the driver's stdout, and libraries print there too: during a
