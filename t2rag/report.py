@@ -123,7 +123,7 @@ def figure4_table(corpus: tuple[list[str], list[list[object]]], paper: PaperRefe
     for (subset, method), points in cells.items():
         points.sort()
         trend = corpus_size_trend(points)
-        out.append([subset, method, points[0][0], points[0][1], points[-1][0], points[-1][1], trend,
+        out.append([subset, method, int(points[0][0]), points[0][1], int(points[-1][0]), points[-1][1], trend,
                     paper.figure4.trend])  # fmt: skip
     return out_header, out
 
