@@ -11,7 +11,6 @@ run's question set before it is written: every scored question exactly once, wit
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ import pyarrow.compute as pc
 
 from t2rag.data import QuestionSet, load_questions
 from t2rag.errors import InputError
+from t2rag.jsonl import dump_objects
 from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.records import read_records
 from t2rag.storage import write_bytes
@@ -86,26 +86,6 @@ def validate_leaderboard(rows: list[dict], questions: QuestionSet, partial: bool
         )
 
 
-def to_jsonl(rows: list[dict]) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-
-
-def read_leaderboard(data: bytes) -> list[dict]:
-    """Parse a leaderboard JSONL file (one object per non-empty line)."""
-    rows = []
-    for n, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"line {n}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise InputError(f"line {n}: not a JSON object")
-        rows.append(row)
-    return rows
-
-
 def choose_method(records: pa.Table, method: str | None) -> str:
     """The method to export: the one named, or the run's only method."""
     methods = list(dict.fromkeys(records.column("method").to_pylist()))
@@ -126,7 +106,7 @@ def export_leaderboard(run_dir: str, out: str, method: str | None = None, partia
     method = choose_method(records, method)
     rows = leaderboard_rows(records, method)
     validate_leaderboard(rows, run_questions(run_dir), partial)
-    path = write_bytes(out, to_jsonl(rows))
+    path = write_bytes(out, dump_objects(rows))
     return Export(
         path=path,
         method=method,

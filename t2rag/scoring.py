@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import Counter
@@ -18,6 +17,7 @@ import pyarrow.parquet as pq
 from t2rag.answer import predict_value
 from t2rag.data.load import QuestionSet
 from t2rag.errors import InputError, one_line
+from t2rag.jsonl import read_objects
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
@@ -80,22 +80,7 @@ def read_predictions(path: str) -> Predictions:
         return _from_columns(table.to_pydict(), path)
     if inner.endswith((".jsonl", ".json", ".ndjson")):
         with fs.open_input_stream(inner) as stream:
-            data = stream.read()
-        try:
-            lines = data.decode("utf-8").splitlines()
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-        rows = []
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict):
-                raise InputError(f"{path}:{n}: each line must be a JSON object")
-            rows.append(row)
+            rows = read_objects(stream.read(), path)
         columns = {key: [r.get(key) for r in rows] for key in {k for r in rows for k in r}}
         return _from_columns(columns, path)
     raise InputError(f"{path}: predictions must be .jsonl or .parquet (or a directory of parquet records)")

@@ -11,7 +11,8 @@ import pytest
 from t2rag.cli import main
 from t2rag.config import load_config
 from t2rag.errors import InputError
-from t2rag.export import export_leaderboard, read_leaderboard, run_questions, validate_leaderboard
+from t2rag.export import export_leaderboard, run_questions, validate_leaderboard
+from t2rag.jsonl import read_objects
 from t2rag.pipeline.local import run_local
 from t2rag.pipeline.records import read_records, to_records, write_records
 
@@ -28,7 +29,7 @@ def test_round_trip_of_a_real_run(bm25_run, tmp_path, capsys):
     out = tmp_path / "submission.jsonl"
     assert main(["export", bm25_run, "--format", "leaderboard", "--out", str(out), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)  # exactly one JSON document on stdout
-    rows = read_leaderboard(out.read_bytes())
+    rows = read_objects(out.read_bytes(), str(out))
     records = read_records(bm25_run).to_pylist()
     assert printed == {
         "path": str(out),
@@ -66,7 +67,7 @@ def test_predictions_are_carried_and_non_finite_ones_become_null(bm25_run, tmp_p
     write_records(str(run), to_records(answered), "answers")
     out = tmp_path / "answers.jsonl"
     done = export_leaderboard(str(run), str(out), method="pretrained_only")
-    rows = read_leaderboard(out.read_bytes())
+    rows = read_objects(out.read_bytes(), str(out))
     assert done.with_prediction == len(ids) - 2
     assert [r["prediction"] for r in rows] == [None, None, *predictions[2:]]
     assert all(r["context_id"] == [] for r in rows)  # a method that does not retrieve ranks nothing

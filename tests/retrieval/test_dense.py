@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from t2rag.retrieval import Embedder, EmbedderConfig, QueryBlock, build_retriever
+from t2rag.retrieval import MIN_DEPTH, Embedder, EmbedderConfig, QueryBlock, build_retriever
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.embedder import E5_INSTRUCTION
 from t2rag.retrieval.ranking import top_n
@@ -78,4 +78,4 @@ def test_dense_retriever_embeds_queries_itself(finqa_embedded, tmp_path, minilm)
     with_text = dense.search(questions[:10], 3)
     with_vectors = dense.search(QueryBlock(questions[:10], queries[:10]), 3)
     np.testing.assert_array_equal(with_text.indices, with_vectors.indices)
-    assert with_text.indices.shape == (10, 5)  # at least 5 results for Recall@5
+    assert with_text.indices.shape == (10, MIN_DEPTH)  # deep enough for MRR@k and Recall@k up to k = 10

@@ -6,7 +6,7 @@ import numpy as np
 
 from t2rag.data import build_corpora, load_questions
 from t2rag.retrieval import fused
-from t2rag.retrieval.base import Hits
+from t2rag.retrieval.base import MIN_DEPTH, Hits
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
 from t2rag.retrieval.ranking import top_n
 
@@ -28,7 +28,7 @@ def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch) -> None:
     weights = retriever.weights
     expected = sum(getattr(weights, name) * values.astype(np.float64) for name, values in parts.items())
     np.testing.assert_allclose(retriever.fused_scores(texts), expected, atol=1e-6)
-    indices, _ = top_n(expected, 5)
+    indices, _ = top_n(expected, MIN_DEPTH)
     np.testing.assert_array_equal(whole.indices, indices)
     monkeypatch.setattr(fused, "FUSION_BYTES", 7 * fused.BYTES_PER_SCORE * len(corpus))  # 7 questions a block
     blocked = retriever.search(texts, 3)
