@@ -27,7 +27,7 @@ from t2rag.pipeline.records import read_records, summarize_records
 from t2rag.plots import plot_number_match, plot_rank_curves
 from t2rag.reference import PaperReference, compare_table3, corpus_size_trend, load_paper, setting_differences
 from t2rag.storage import join, read_bytes, write_bytes
-from t2rag.tables import markdown_table
+from t2rag.tables import markdown_table, method_columns
 
 
 def _ordered(methods: list[str]) -> list[str]:
@@ -35,19 +35,14 @@ def _ordered(methods: list[str]) -> list[str]:
     return known + [m for m in methods if m not in known]
 
 
+#: Table 3's column names for the metric keys.
+TABLE3_LABELS = {"number_match": "NM", NM_INTERVAL: "NM 95% CI", "mrr@3": "MRR@3"}
+
+
 def table3(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
     """Number Match with its 95% interval and MRR@3, per subset and weighted, one row per method."""
-    subsets = list(next(iter(summaries.values()))["subsets"]) if summaries else []
-    header = ["method"] + [f"{s} {m}" for s in [*subsets, "W. Avg"] for m in ("NM", "NM 95% CI", "MRR@3")]
-    rows = []
-    for method in _ordered(list(summaries)):
-        s = summaries[method]
-        row: list[object] = [method]
-        for name in [*subsets, "W. Avg"]:
-            entry = s["weighted"] if name == "W. Avg" else s["subsets"].get(name, {})
-            row += [entry.get("number_match"), entry.get(NM_INTERVAL), entry.get("mrr@3")]
-        rows.append(row)
-    return header, rows
+    ordered = {m: summaries[m] for m in _ordered(list(summaries))}
+    return method_columns(ordered, ["number_match", "mrr@3"], TABLE3_LABELS)
 
 
 #: The ranks the retrieval curves run over (the paper reports k = 1..10 at most).
@@ -162,17 +157,9 @@ def ablation_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[obj
     ran = [m for m in ABLATION_LADDER if m in summaries and "mrr@3" in summaries[m]["weighted"]]
     if not any(m not in PAPER_METHODS and m != "bm25" for m in ran):
         return [], []
-    subsets = list(summaries[ran[0]]["subsets"])
-    header = ["method", *ABLATION_COMPONENTS]
-    header += [f"{s} {m}" for s in [*subsets, "W. Avg"] for m in ABLATION_METRICS]
-    rows = []
-    for method in ran:
-        row: list[object] = [method, *("x" if c in ABLATION_LADDER[method] else "" for c in ABLATION_COMPONENTS)]
-        for name in [*subsets, "W. Avg"]:
-            entry = summaries[method]["weighted"] if name == "W. Avg" else summaries[method]["subsets"].get(name, {})
-            row += [entry.get(m) for m in ABLATION_METRICS]
-        rows.append(row)
-    return header, rows
+    header, rows = method_columns({m: summaries[m] for m in ran}, ABLATION_METRICS)
+    marks = {m: ["x" if c in ABLATION_LADDER[m] else "" for c in ABLATION_COMPONENTS] for m in ran}
+    return ["method", *ABLATION_COMPONENTS, *header[1:]], [[r[0], *marks[r[0]], *r[1:]] for r in rows]
 
 
 def generation_table(records: pa.Table) -> tuple[list[str], list[list[object]]]:

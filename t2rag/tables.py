@@ -65,13 +65,15 @@ def with_intervals(metrics: Sequence[str]) -> list[str]:
     return out
 
 
-def methods_table(methods: dict[str, dict], metrics: Sequence[str]) -> str:
-    """Table-3 shape: one row per method, one column per (subset, metric) and the weighted average; Number Match
-    comes with its 95% interval."""
+def method_columns(
+    methods: dict[str, dict], metrics: Sequence[str], labels: dict[str, str] = LABELS
+) -> tuple[list[str], list[list[object]]]:
+    """Table-3 shape as (header, rows): one row per method, one column per (subset, metric) and the weighted
+    average; Number Match comes with its 95% interval. `labels` rename metrics in the header."""
     metrics = with_intervals(metrics)
     first = next(iter(methods.values()), {"subsets": {}})
     subsets = list(first["subsets"])
-    header = ["method"] + [f"{s} {LABELS.get(m, m)}" for s in [*subsets, "W. Avg"] for m in metrics]
+    header = ["method"] + [f"{s} {labels.get(m, m)}" for s in [*subsets, "W. Avg"] for m in metrics]
     rows = []
     for name, summary in methods.items():
         row: list[object] = [name]
@@ -79,4 +81,9 @@ def methods_table(methods: dict[str, dict], metrics: Sequence[str]) -> str:
             entry = summary["weighted"] if s == "W. Avg" else summary["subsets"].get(s, {})
             row += [entry.get(m) for m in metrics]
         rows.append(row)
-    return markdown_table(header, rows)
+    return header, rows
+
+
+def methods_table(methods: dict[str, dict], metrics: Sequence[str]) -> str:
+    """`method_columns` as a markdown table."""
+    return markdown_table(*method_columns(methods, metrics))
