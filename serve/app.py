@@ -12,11 +12,12 @@ from typing import Any
 
 import httpx
 from ray import serve
+from ray.serve.config import BackpressureConfig
 from ray.serve.deployment import Application
 
 from ray_jobs.common import init_ray
 from ray_jobs.local_cluster import stop_local_cluster
-from serve.deployments import EmbedderDeployment, GeneratorDeployment, RetrieverDeployment
+from serve.generator import GeneratorDeployment
 from serve.ingress import RAGIngress
 from serve.settings import API_KEY_ENV, ServeSettings
 from t2rag.config import RayConfig
@@ -25,8 +26,6 @@ from t2rag.errors import ConfigError, T2RagError
 log = logging.getLogger(__name__)
 
 APP_NAME = "t2rag"
-#: Requests one ingress replica accepts at once (the proxy queues the rest).
-INGRESS_MAX_ONGOING = 256
 OBJECT_STORE_BYTES = 256 * 2**20
 LLM_APP_NAME = "llm"  # Ray Serve LLM's application beside the t2rag app, for vllm generators
 READY_TIMEOUT_S = 900.0
@@ -50,25 +49,6 @@ def compose(settings: ServeSettings, generator: Application | None = None) -> Ap
         "health_check_period_s": settings.health_check_period_s,
         "health_check_timeout_s": settings.health_check_timeout_s,
     }
-    batched = {"max_ongoing_requests": 2 * settings.max_batch_size, **health}
-    retrieving = [m for m in methods if m.retrieves]
-    needs_vectors = any("embed_queries" in m.stages for m in retrieving)
-    embedder = (
-        EmbedderDeployment.options(
-            ray_actor_options={"num_cpus": settings.replica_cpus, "num_gpus": settings.embedder_gpus}, **batched
-        ).bind(config, settings)
-        if needs_vectors
-        else None
-    )
-    retrievers = {
-        m.name: RetrieverDeployment.options(
-            name=f"Retriever-{m.name}",
-            num_replicas=settings.retriever_replicas,
-            ray_actor_options={"num_cpus": settings.replica_cpus},
-            **batched,
-        ).bind(config, m.name, embedder, settings)
-        for m in retrieving
-    }
     if generator is None and config.generator is not None:
         generator = GeneratorDeployment.options(
             ray_actor_options={"num_cpus": settings.generator_cpus, "num_gpus": settings.generator_gpus},
@@ -76,8 +56,26 @@ def compose(settings: ServeSettings, generator: Application | None = None) -> Ap
             **health,
         ).bind(served_generator(settings, config), settings)
     return RAGIngress.options(
-        ray_actor_options={"num_cpus": settings.replica_cpus}, max_ongoing_requests=INGRESS_MAX_ONGOING, **health
-    ).bind(config, settings, [m.name for m in methods], retrievers, generator)
+        ray_actor_options={"num_cpus": settings.replica_cpus, "num_gpus": settings.retrieval_gpus},
+        **ingress_scaling(settings),
+        **health,
+    ).bind(config, settings, [m.name for m in methods], generator)
+
+
+def ingress_scaling(settings: ServeSettings) -> dict[str, Any]:
+    """The ingress deployment's replicas and queue bounds: beyond `max_ongoing_requests` per replica the proxy
+    queues up to `max_queued_requests` and answers the rest 503 with Retry-After at once."""
+    scaling: dict[str, Any] = {
+        "max_ongoing_requests": settings.max_ongoing_requests,
+        "max_queued_requests": settings.max_queued_requests,
+        "backpressure_config": BackpressureConfig(status_code=503, retry_after_s=settings.retry_after_s),
+    }
+    if settings.autoscaling is None:
+        scaling["num_replicas"] = settings.replicas
+    else:
+        scaling["num_replicas"] = "auto"
+        scaling["autoscaling_config"] = settings.autoscaling.model_dump()
+    return scaling
 
 
 def served_generator(settings: ServeSettings, config):

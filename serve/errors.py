@@ -12,6 +12,7 @@ import asyncio
 import hmac
 import json
 import logging
+import math
 from dataclasses import dataclass
 
 from fastapi import FastAPI, HTTPException, Request
@@ -38,9 +39,10 @@ class ApiError(Exception):
 
     status: int = 500
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.message = one_line(message)
+        self.headers = headers
 
 
 class BadRequest(ApiError):
@@ -60,9 +62,12 @@ class Unprocessable(ApiError):
 
 
 class Unavailable(ApiError):
-    """A deployment has no live replica right now (e.g. one is being replaced)."""
+    """Overloaded, or a deployment has no live replica right now (e.g. one is being replaced): retry later."""
 
     status = 503
+
+    def __init__(self, message: str, retry_after_s: float = 1.0):
+        super().__init__(message, headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))})
 
 
 class GatewayTimeout(ApiError):
@@ -108,7 +113,7 @@ def validation_reason(exc: RequestValidationError) -> tuple[int, str]:
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.message)
+    return error_response(exc.status, exc.message, headers=exc.headers)
 
 
 async def _t2rag_error(request: Request, exc: Exception) -> JSONResponse:

@@ -1,5 +1,10 @@
-"""The HTTP ingress: validates requests, composes the retriever and generator deployments through handles, and runs
-the answering stages (`read_contexts`, `answer_prompts`, `parse_answers`) on the one-row batch of a request."""
+"""The HTTP ingress: validates requests, ranks contexts in this replica (serve/retrieval.py: concurrent requests
+batched by serve/batcher.py, refused at once when they could not be answered in time), runs the answering stages
+(`read_contexts`, `answer_prompts`, `parse_answers`) on the one-row batch of a request, and calls the generator
+deployment through its handle.
+
+Every request has a deadline: the route's configured timeout, shortened by the request's `X-Timeout-Ms` header.
+Retrieval and answer responses carry a `Server-Timing` header with the seconds spent per step, in milliseconds."""
 
 import asyncio
 import logging
@@ -7,16 +12,18 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import pyarrow as pa
-from fastapi import FastAPI
+from fastapi import FastAPI, Header, Response
 from fastapi.responses import JSONResponse
 from ray import serve
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from ray.serve.handle import DeploymentHandle, DeploymentResponse
 
+from serve.admission import Admission, Overloaded
+from serve.batcher import Batcher
 from serve.errors import (
     BadGateway,
     BadRequest,
@@ -26,9 +33,11 @@ from serve.errors import (
     install_error_handlers,
     install_guard,
 )
+from serve.retrieval import DeadlineExceeded, Query, Ranking, RetrievalService
 from serve.schemas import (
     MAX_BODY_BYTES,
     MAX_K,
+    MAX_TIMEOUT_MS,
     AnswerRequest,
     AnswerResponse,
     ChatChoice,
@@ -72,8 +81,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "bad input: unknown method or subset, unparseable JSON, ..."),
         (413, "request body too large"),
         (422, "a field is missing, of the wrong type or out of range"),
-        (503, "a deployment has no live replica (e.g. one is being replaced); retry"),
-        (504, "a deployment did not answer in time"),
+        (503, "overloaded, or a deployment has no live replica right now: retry after `Retry-After` seconds"),
+        (504, "the request's deadline passed (its X-Timeout-Ms, else the route's timeout)"),
     ]
 }
 _GENERATION_ERRORS = {
@@ -91,13 +100,25 @@ _UNAVAILABLE = (RayActorError, ActorUnavailableError, DeploymentUnavailableError
 # Module-level helpers come before the deployment class: Serve pickles the class when it is decorated.
 
 
-async def _call(response: DeploymentResponse, timeout_s: float, what: str) -> Any:
-    """Await a handle call within a time limit, mapping replica faults to 503/504 and t2rag errors to 400."""
+class Deadline:
+    """When a request stops being worth answering: its route's timeout, or sooner by its X-Timeout-Ms header."""
+
+    def __init__(self, timeout_s: float, header_ms: int | None):
+        self.budget_s = timeout_s if header_ms is None else min(timeout_s, header_ms / 1000)
+        self.started = time.monotonic()
+        self.at = self.started + self.budget_s
+
+    def left_s(self) -> float:
+        return max(self.at - time.monotonic(), 0.0)
+
+
+async def _call(response: DeploymentResponse, deadline: Deadline, what: str) -> Any:
+    """Await a handle call until the request's deadline, mapping replica faults to 503/504 and t2rag errors to 400."""
     try:
-        return await asyncio.wait_for(_awaited(response), timeout_s)
+        return await asyncio.wait_for(_awaited(response), deadline.left_s())
     except TimeoutError:
         response.cancel()
-        raise GatewayTimeout(f"the {what} did not answer within {timeout_s:g} s") from None
+        raise GatewayTimeout(f"the {what} did not answer within {deadline.budget_s:g} s") from None
     except _UNAVAILABLE as exc:
         log.warning("%s unavailable: %s", what, type(exc).__name__)
         raise Unavailable(f"the {what} is unavailable right now (a replica may be restarting); retry") from None
@@ -105,6 +126,23 @@ async def _call(response: DeploymentResponse, timeout_s: float, what: str) -> An
         if isinstance(exc.cause, T2RagError):
             raise BadRequest(str(exc.cause)) from None
         raise
+
+
+TimeoutHeader = Annotated[
+    int | None,
+    Header(
+        alias="X-Timeout-Ms",
+        ge=1,
+        le=MAX_TIMEOUT_MS,
+        description="the longest the client waits, in milliseconds; the server answers 504 then, or 503 at once when "
+        "it could not answer by then (default and upper bound: the route's configured timeout)",
+    ),
+]
+
+
+def server_timing(seconds: dict[str, float]) -> str:
+    """A Server-Timing header value: each step's duration in milliseconds."""
+    return ", ".join(f"{name};dur={1000 * value:.2f}" for name, value in seconds.items())
 
 
 def app_readiness(app_name: str) -> ReadyResponse:
@@ -131,15 +169,11 @@ def _usage(generation: dict[str, Any]) -> Usage:
 @serve.deployment(name="Ingress")
 @serve.ingress(api)
 class RAGIngress:
-    """Routes /retrieve, /answer and /generate to the deployments; /health, /ready and /methods answer locally."""
+    """Ranks contexts for /retrieve and /answer here, calls the generator for /answer and /generate; /health, /ready
+    and /methods answer locally."""
 
     def __init__(
-        self,
-        config: RunConfig,
-        settings: ServeSettings,
-        methods: list[str],
-        retrievers: dict[str, DeploymentHandle],
-        generator: DeploymentHandle | None,
+        self, config: RunConfig, settings: ServeSettings, methods: list[str], generator: DeploymentHandle | None
     ):
         self.settings = settings
         self.resources = Resources(config)
@@ -147,7 +181,6 @@ class RAGIngress:
         self.answer_prompts = AnswerPrompts(self.resources)
         self.parse_answers = ParseAnswers(self.resources)
         self.methods = {name: METHODS[name] for name in methods}
-        self.retrievers = retrievers
         self.generator = generator
         self.app_name = serve.get_replica_context().app_name
         self.subsets = self.resources.questions.subsets
@@ -155,6 +188,10 @@ class RAGIngress:
         self.default_corpus = default_corpus(self.subsets)
         for name in self.corpora:  # build the corpora now: /answer reads context texts from them
             self.resources.corpus(name)
+        self.retrieval = RetrievalService(self.resources, list(self.methods.values()))
+        self.retrieval.build()
+        self.admission = Admission(settings.max_ongoing_requests, settings.max_queue_wait_s, settings.retry_after_s)
+        self.batcher: Batcher[Query, Ranking] = Batcher(self.retrieval.rank, settings.max_batch_size)
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         """Serve's hook after __init__: this replica's app, guarded with the app's key and body limits."""
@@ -188,15 +225,22 @@ class RAGIngress:
         )
 
     @api.post("/retrieve", response_model=RetrieveResponse, responses=_ERRORS, summary="Top-k contexts")
-    async def retrieve(self, body: RetrieveRequest) -> RetrieveResponse:
+    async def retrieve(
+        self, body: RetrieveRequest, response: Response, timeout_ms: TimeoutHeader = None
+    ) -> RetrieveResponse:
+        deadline = Deadline(self.settings.retrieval_timeout_s, timeout_ms)
         method = self._method(body.method, retrieving=True)
         corpus = self._corpus(body.subset)
-        rows = await self._retrieve(method, corpus, body.question, body.k)
-        return RetrieveResponse(method=method.name, subset=corpus, contexts=[Context(**row) for row in rows])
+        ranking = await self._retrieve(method, corpus, body.question, body.k, deadline, texts=body.with_text)
+        response.headers["Server-Timing"] = server_timing(
+            {**ranking.seconds, "total": time.monotonic() - deadline.started}
+        )
+        return RetrieveResponse(method=method.name, subset=corpus, contexts=[Context(**c) for c in ranking.contexts])
 
     @api.post("/answer", response_model=AnswerResponse, responses=_GENERATION_ERRORS, summary="Retrieve and answer")
-    async def answer(self, body: AnswerRequest) -> AnswerResponse:
+    async def answer(self, body: AnswerRequest, response: Response, timeout_ms: TimeoutHeader = None) -> AnswerResponse:
         started = time.perf_counter()
+        deadline = Deadline(self.settings.generation_timeout_s, timeout_ms)
         method = self._method(body.method, retrieving=False)
         corpus = self._corpus(body.subset)
         generator = self._require_generator()
@@ -204,8 +248,10 @@ class RAGIngress:
             raise BadRequest(f"context_id applies only to method oracle, not {method.name}")
         row: dict[str, Any] = {"subset": corpus, "method": method.name, "question": body.question, "k": body.k}
         ranked: list[dict[str, Any]] = []
+        seconds: dict[str, float] = {}
         if method.retrieves:
-            ranked = await self._retrieve(method, corpus, body.question, body.k, texts=False)
+            ranking = await self._retrieve(method, corpus, body.question, body.k, deadline, texts=False)
+            ranked, seconds = ranking.contexts, ranking.seconds
             row["context_ids"] = [c["context_id"] for c in ranked]
         elif method.reads == "gold":
             gold = self._gold_context(body.context_id, corpus)
@@ -215,8 +261,11 @@ class RAGIngress:
         texts = batch.column("reader_texts")[0].as_py()
         contexts = [Context(**c, text=text) for c, text in zip(ranked, texts, strict=True)]
         retrieved = time.perf_counter()
-        generation = await self._generate(generator, batch.select(list(REQUEST_COLUMNS)).to_pylist()[0])
+        generation = await self._generate(generator, batch.select(list(REQUEST_COLUMNS)).to_pylist()[0], deadline)
         generated = time.perf_counter()
+        response.headers["Server-Timing"] = server_timing(
+            {**seconds, "generate": generated - retrieved, "total": generated - started}
+        )
         for name, value in generation.items():
             batch = batch.append_column(name, pa.array([value]))
         record = self.parse_answers(batch.append_column("reference", pa.nulls(1, pa.float64()))).to_pylist()[0]
@@ -241,12 +290,13 @@ class RAGIngress:
         )
 
     @api.post("/generate", response_model=GenerateResponse, responses=_GENERATION_ERRORS, summary="Chat completion")
-    async def generate(self, body: GenerateRequest) -> GenerateResponse:
+    async def generate(self, body: GenerateRequest, timeout_ms: TimeoutHeader = None) -> GenerateResponse:
+        deadline = Deadline(self.settings.generation_timeout_s, timeout_ms)
         generator = self._require_generator()
         params = SamplingParams(temperature=body.temperature, top_p=body.top_p, max_tokens=body.max_tokens)
         request = ChatRequest(tuple({"role": m.role, "content": m.content} for m in body.messages), params)
         started = time.perf_counter()
-        generation = await self._generate(generator, request_row(request))
+        generation = await self._generate(generator, request_row(request), deadline)
         return GenerateResponse(
             id=f"chatcmpl-{uuid.uuid4().hex[:24]}",
             created=int(time.time()),
@@ -314,15 +364,29 @@ class RAGIngress:
         return Context(context_id=context_id, subset=docs.subsets[position], score=None, text=docs.texts[position])
 
     async def _retrieve(
-        self, method: Method, corpus: str, question: str, k: int, texts: bool = True
-    ) -> list[dict[str, Any]]:
-        response = self.retrievers[method.name].retrieve.remote(question, corpus, k, texts)
-        return await _call(response, self.settings.retrieval_timeout_s, f"retriever {method.name}")
+        self, method: Method, corpus: str, question: str, k: int, deadline: Deadline, texts: bool
+    ) -> Ranking:
+        """Rank in this replica's next batch; 503 at once when it could not start in time, 504 at the deadline."""
+        try:
+            self.admission.admit(deadline.at)
+        except Overloaded as exc:
+            raise Unavailable(f"overloaded: {exc}; retry", retry_after_s=exc.retry_after_s) from None
+        try:
+            query = Query(question, method.name, corpus, k, texts, deadline.at)
+            return await asyncio.wait_for(self.batcher.submit(query), deadline.left_s())
+        except TimeoutError:
+            raise GatewayTimeout(f"retrieval did not finish within {deadline.budget_s:g} s") from None
+        except DeadlineExceeded as exc:
+            raise GatewayTimeout(f"retrieval did not start within {deadline.budget_s:g} s ({exc})") from None
+        finally:
+            self.admission.done()
 
-    async def _generate(self, generator: DeploymentHandle, request: dict[str, str]) -> dict[str, Any]:
+    async def _generate(
+        self, generator: DeploymentHandle, request: dict[str, str], deadline: Deadline
+    ) -> dict[str, Any]:
         """Generation columns for one request row; a request the engine refuses is a 422, other failures a 502."""
         response = generator.generate.remote(request)
-        generation: dict[str, Any] = await _call(response, self.settings.generation_timeout_s, "generator")
+        generation: dict[str, Any] = await _call(response, deadline, "generator")
         error = generation["generation_error"]
         if is_rejected(error):
             raise Unprocessable(f"the generator cannot run this request: {error.removeprefix(REJECTED)}")

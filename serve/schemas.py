@@ -13,6 +13,7 @@ DEFAULT_K = 3
 MAX_BODY_BYTES = 64 * 1024
 MAX_MESSAGES = 32
 MAX_GENERATE_TOKENS = 2_048
+MAX_TIMEOUT_MS = 600_000
 
 
 class _Request(BaseModel):
@@ -21,14 +22,15 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class RetrieveRequest(_Request):
+class _QuestionRequest(_Request):
+    """The fields /retrieve and /answer share."""
+
     question: str = Field(
         min_length=1,
         max_length=MAX_QUESTION_CHARS,
         description=f"the question to retrieve contexts for (1 to {MAX_QUESTION_CHARS:,} characters)",
         examples=["What was the percentage change in net revenue from 2014 to 2015?"],
     )
-    method: str = Field(description="a retrieval method served by this app (see GET /methods)", examples=["bm25"])
     k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description=f"how many contexts to return (1 to {MAX_K})")
     subset: str | None = Field(
         None,
@@ -45,7 +47,12 @@ class RetrieveRequest(_Request):
         return value
 
 
-class AnswerRequest(RetrieveRequest):
+class RetrieveRequest(_QuestionRequest):
+    method: str = Field(description="a retrieval method served by this app (see GET /methods)", examples=["bm25"])
+    with_text: bool = Field(False, description="return each context's text too (default: ids and scores only)")
+
+
+class AnswerRequest(_QuestionRequest):
     method: str = Field(
         description="any method served by this app (see GET /methods); `oracle` reads the context given by "
         "`context_id`, `pretrained_only` reads none",
@@ -60,7 +67,9 @@ class Context(BaseModel):
     context_id: str = Field(description="the context's id in the benchmark")
     subset: str = Field(description="the subset the context belongs to")
     score: float | None = Field(description="the retriever's score (higher ranks first); null for a given context")
-    text: str = Field(description="the context text (report text and table)")
+    text: str | None = Field(
+        None, description="the context text (report text and table); on /retrieve only when `with_text` is true"
+    )
 
 
 class RetrieveResponse(BaseModel):

@@ -10,7 +10,7 @@ import logging
 import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from serve.errors import GuardSettings
 from t2rag.config import RunConfig, load_config
@@ -25,6 +25,27 @@ API_KEY_ENV = "T2RAG_API_KEY"
 NO_GENERATOR = "none"
 #: Served when no methods are named: these answer-only methods (when there is a generator) and the config's methods.
 ANSWER_ONLY = ("pretrained_only", "oracle")
+
+
+class Autoscaling(BaseModel):
+    """Serve's autoscaler for the ingress replicas: it adds replicas while each holds more than
+    `target_ongoing_requests` on average, and removes them when they hold fewer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(4, ge=1)
+    target_ongoing_requests: float = Field(
+        16, gt=0, description="requests per replica the autoscaler aims for (about a batch in flight and one waiting)"
+    )
+    upscale_delay_s: float = Field(5.0, ge=0)
+    downscale_delay_s: float = Field(60.0, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) is above max_replicas ({self.max_replicas})")
+        return self
 
 
 class ServeSettings(BaseModel):
@@ -46,21 +67,35 @@ class ServeSettings(BaseModel):
         None, description="run config fields laid over the YAML, e.g. {retrieval: {k: 5}, prompts: {...}}"
     )
     llm_base_url: str | None = Field(None, description="OpenAI route of a Ray Serve LLM app (vLLM generators)")
-    # Deployment sizing.
-    retriever_replicas: int = Field(1, ge=1)
+    # Sizing: the ingress replicas hold the retrievers (indexes and query encoder); the generator is its own.
+    replicas: int = Field(1, ge=1, description="ingress replicas, each with every retriever (ignored with autoscaling)")
+    autoscaling: Autoscaling | None = Field(
+        None, description="scale the ingress replicas with load instead of holding `replicas` (Serve's autoscaler)"
+    )
     replica_cpus: float = Field(
         0.25,
         ge=0,
-        description="logical CPUs per ingress/embedder/retriever replica; Ray sets the replica's OMP_NUM_THREADS from "
-        "it (at least 1), which bounds the embedder's and retrievers' torch threads",
+        description="logical CPUs per ingress replica; Ray sets the replica's OMP_NUM_THREADS from it (at least 1), "
+        "which bounds the query encoder's torch threads",
     )
+    retrieval_gpus: float = Field(0, ge=0, description="GPUs per ingress replica, for the query encoder")
     generator_cpus: float = Field(0.5, ge=0)
-    embedder_gpus: float = Field(0, ge=0, description="GPUs per embedder replica (the query encoder)")
     generator_gpus: float = Field(0, ge=0)
-    # Batching: concurrent requests to one replica are grouped into one call.
-    max_batch_size: int = Field(32, ge=1, description="most queries per embedding or retrieval batch")
-    batch_wait_timeout_s: float = Field(0.01, ge=0, description="how long a batch waits to fill")
+    # Batching: the retrieval requests waiting in a replica when its last batch ends are the next batch.
+    max_batch_size: int = Field(32, ge=1, description="most queries ranked in one batch")
+    batch_wait_timeout_s: float = Field(0.01, ge=0, description="how long a generator batch waits to fill")
     generator_batch_size: int | None = Field(None, ge=1, description="None: 1 for llama.cpp, else its concurrency")
+    # Back-pressure: refuse quickly (503 with Retry-After) what would not be answered in time.
+    max_ongoing_requests: int = Field(
+        32, ge=1, description="requests one ingress replica holds at once (waiting for a batch, or running)"
+    )
+    max_queued_requests: int = Field(
+        16, ge=-1, description="requests the HTTP proxy queues for busy ingress replicas; beyond it, 503 (-1: no bound)"
+    )
+    max_queue_wait_s: float = Field(
+        0.5, gt=0, description="a retrieval request expected to wait longer than this in a replica is refused (503)"
+    )
+    retry_after_s: float = Field(1.0, ge=0, description="the Retry-After of a 503 for overload")
     # Access and limits.
     api_key: SecretStr | None = Field(
         default_factory=lambda: SecretStr(os.environ[API_KEY_ENV]) if os.environ.get(API_KEY_ENV) else None,
@@ -68,9 +103,10 @@ class ServeSettings(BaseModel):
         f"default: the {API_KEY_ENV} environment variable where the app is built; unset: no key",
     )
     body_timeout_s: float = Field(10.0, gt=0, description="a request's body must arrive within this time (else 408)")
+    # Deadlines: a request's own `X-Timeout-Ms` header may shorten these, never lengthen them.
+    retrieval_timeout_s: float = Field(10.0, gt=0, description="deadline of a /retrieve request (504 after it)")
+    generation_timeout_s: float = Field(120.0, gt=0, description="deadline of an /answer or /generate request")
     # Faults.
-    retrieval_timeout_s: float = Field(30.0, gt=0)
-    generation_timeout_s: float = Field(120.0, gt=0)
     health_check_period_s: float = Field(2.0, gt=0)
     health_check_timeout_s: float = Field(10.0, gt=0)
 

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
 from t2rag.resources import Resources
@@ -42,11 +43,21 @@ def groups(batch: pa.Table, *keys: str) -> Iterator[tuple[tuple, np.ndarray]]:
     """Row positions of each distinct key combination, in order of first appearance (one step per group)."""
     if batch.num_rows == 0:
         return
+    first = tuple(batch.column(k)[0].as_py() for k in keys)
+    if all(_all_equal(batch.column(k), value) for k, value in zip(keys, first, strict=True)):
+        yield first, np.arange(batch.num_rows, dtype=np.int64)  # one group (a served batch, mostly): no group_by
+        return
     grouped = batch.select(list(keys)).append_column("_row", pa.array(np.arange(batch.num_rows))).group_by(list(keys))
     rows = grouped.aggregate([("_row", "list")]).to_pylist()
     rows.sort(key=lambda r: r["_row_list"][0])
     for row in rows:
         yield tuple(row[k] for k in keys), np.asarray(row["_row_list"], dtype=np.int64)
+
+
+def _all_equal(column: pa.ChunkedArray, value: object) -> bool:
+    if value is None:
+        return column.null_count == len(column)
+    return bool(pc.all(pc.equal(column, pa.scalar(value, column.type))).as_py()) and column.null_count == 0
 
 
 def set_rows(column: list, rows: np.ndarray, values: list) -> None:

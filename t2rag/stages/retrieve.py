@@ -34,6 +34,8 @@ def search_depth(method: Method, config: RunConfig, k: int) -> int:
 def ranking_columns(hits: Hits, corpus: Corpus, gold: list[str | None]) -> dict[str, list]:
     """Ranked ids, scores and the 1-based rank of the gold context (0: absent; null: no gold id given)."""
     ids = hits.context_ids(corpus)
+    if all(g is None for g in gold):  # served queries have no gold
+        return {"context_ids": ids, "scores": hits.score_lists(), "gold_rank": [None] * len(gold)}
     ranks = gold_ranks(ids, [g or "" for g in gold]).astype(np.int32).tolist()
     return {
         "context_ids": ids,

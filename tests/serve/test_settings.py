@@ -73,13 +73,28 @@ def test_generated_index_methods_are_refused_when_named_and_skipped_from_a_confi
     ("args", "message"),
     [
         ({"bogus": 1}, "serve args: bogus: Extra inputs"),
-        ({"retriever_replicas": 0}, "retriever_replicas"),
+        ({"replicas": 0}, "replicas"),
+        ({"retriever_replicas": 2}, "retriever_replicas: Extra inputs"),
+        ({"autoscaling": {"min_replicas": 3, "max_replicas": 2}}, "min_replicas \\(3\\) is above max_replicas"),
+        ({"max_queue_wait_s": 0}, "max_queue_wait_s"),
         ({"generation_timeout_s": "soon"}, "generation_timeout_s"),
     ],
 )
 def test_bad_arguments_are_config_errors(args, message):
     with pytest.raises(ConfigError, match=message):
         ServeSettings.parse(args)
+
+
+def test_the_ingress_replicas_and_queue_bounds_reach_serve():
+    from serve.app import ingress_scaling
+    from serve.ingress import RAGIngress
+
+    fixed = RAGIngress.options(**ingress_scaling(ServeSettings(replicas=3, max_ongoing_requests=8)))
+    assert fixed.num_replicas == 3 and fixed.max_ongoing_requests == 8 and fixed.max_queued_requests == 16
+    assert fixed.backpressure_config.status_code == 503 and fixed.backpressure_config.retry_after_s == 1.0
+    auto = RAGIngress.options(**ingress_scaling(ServeSettings(autoscaling={"max_replicas": 6})))
+    config = auto._deployment_config.autoscaling_config
+    assert config.min_replicas == 1 and config.max_replicas == 6 and config.target_ongoing_requests == 16
 
 
 def test_unknown_method_and_generator_are_config_errors():
