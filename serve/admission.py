@@ -3,19 +3,21 @@ queue it until it is late.
 
 A request is admitted when fewer than `max_pending` requests wait or run here and the wait it would see (the
 requests ahead of it over the rate this replica has been finishing them) ends within both its own deadline and
-`max_queue_wait_s`. The rate is measured, not configured: an exponential average of the time between completions
-while the replica was busy, so it includes everything a request costs here (batching, model, search, the Serve
-hops) and follows the load.
+`max_queue_wait_s`. The rate is measured, not configured: the mean time between the last WINDOW completions while
+the replica was busy, so it includes everything a request costs here (batching, model, search, the Serve hops) and
+follows the load. A window rather than an exponential average, because batches finish together: a batch of 20 is
+one long gap and 19 empty ones, which an average weighted toward the newest gaps reads as a much faster rate.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
-#: Weight of the newest interval between completions in the average.
-SMOOTHING = 0.1
+#: Completions the drain rate is measured over.
+WINDOW = 64
 
 
 class Overloaded(Exception):
@@ -34,12 +36,18 @@ class Admission:
     max_queue_wait_s: float
     retry_after_s: float = 1.0
     pending: int = 0
-    interval_s: float | None = None  # measured seconds between completions while busy
+    _gaps: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))  # busy seconds before each completion
     _last_done: float | None = None
+
+    @property
+    def interval_s(self) -> float | None:
+        """Measured seconds between completions while busy (None before the first)."""
+        return sum(self._gaps) / len(self._gaps) if self._gaps else None
 
     def expected_wait_s(self) -> float:
         """How long a request admitted now would wait for the ones ahead of it (0 until a rate is measured)."""
-        return self.pending * self.interval_s if self.interval_s is not None else 0.0
+        interval = self.interval_s
+        return self.pending * interval if interval is not None else 0.0
 
     def admit(self, deadline: float, now: float | None = None) -> None:
         """Count a request in, or raise Overloaded when it could not start within its deadline or the queue bound."""
@@ -61,7 +69,6 @@ class Admission:
         """Count an admitted request out (answered, failed or given up on)."""
         now = time.monotonic() if now is None else now
         if self._last_done is not None:  # the replica was busy since then
-            gap = now - self._last_done
-            self.interval_s = gap if self.interval_s is None else (1 - SMOOTHING) * self.interval_s + SMOOTHING * gap
+            self._gaps.append(now - self._last_done)
         self._last_done = now
         self.pending -= 1
