@@ -27,6 +27,7 @@ import socket
 import statistics
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -300,12 +301,15 @@ def main() -> None:
                 share = {s: 100.0 * level.count(s) / n for s in (200, 503, 504)}
                 other = 100.0 - sum(share.values())
                 slowest = max(o.latency_s for o in level.outcomes) * 1000
-                late = sum(o.latency_s * 1000 > LATE_RATIO * args.deadline_ms for o in level.outcomes)
+                late_by = Counter(
+                    o.status for o in level.outcomes if o.latency_s * 1000 > LATE_RATIO * args.deadline_ms
+                )
+                late = sum(late_by.values())
                 recovered = asyncio.run(recovery_s(url, name, questions, args, p50_before))
                 print(
                     f"{name:10} {offered:9.0f} {n:5d} {unsent:6d} {share[200]:5.1f}% {share[503]:5.1f}% "
                     f"{share[504]:5.1f}% {other:5.1f}% {level.percentile_ms(50):7.1f} {level.percentile_ms(99):7.1f} "
-                    f"{slowest:7.0f} {late:5d} {recovered:11.1f}s",
+                    f"{slowest:7.0f} {late:5d} {recovered:11.1f}s  late by status: {dict(late_by)}",
                     flush=True,
                 )
     finally:

@@ -90,7 +90,11 @@ class ServeSettings(BaseModel):
         32, ge=1, description="requests one ingress replica holds at once (waiting for a batch, or running)"
     )
     max_queued_requests: int = Field(
-        16, ge=-1, description="requests the HTTP proxy queues for busy ingress replicas; beyond it, 503 (-1: no bound)"
+        16,
+        ge=1,
+        description="requests the HTTP proxy queues for busy ingress replicas; beyond it, 503 at once. Small, so "
+        "requests wait in the replicas, where their deadline and the admission control see them; smaller than about "
+        "16 and bursts that the proxy has not yet assigned are refused",
     )
     max_queue_wait_s: float = Field(
         0.5, gt=0, description="a retrieval request expected to wait longer than this in a replica is refused (503)"

@@ -77,6 +77,7 @@ def test_generated_index_methods_are_refused_when_named_and_skipped_from_a_confi
         ({"retriever_replicas": 2}, "retriever_replicas: Extra inputs"),
         ({"autoscaling": {"min_replicas": 3, "max_replicas": 2}}, "min_replicas \\(3\\) is above max_replicas"),
         ({"max_queue_wait_s": 0}, "max_queue_wait_s"),
+        ({"max_queued_requests": 0}, "max_queued_requests"),
         ({"generation_timeout_s": "soon"}, "generation_timeout_s"),
     ],
 )
