@@ -203,6 +203,29 @@ async def recovery_s(url: str, method: str, questions: list[str], args, p50_befo
     return float("inf")
 
 
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds so far of the processes a request crosses: Serve's HTTP proxy, each app's replica, this client."""
+    import psutil
+
+    roles = {"ProxyActor": "proxy", "ServeReplica:t2rag": "replica", "ServeReplica:floor": "replica"}
+    out: dict[str, float] = {}
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        command = " ".join(process.info["cmdline"] or [])
+        role = "client" if process.pid == os.getpid() else next((r for k, r in roles.items() if k in command), None)
+        if role is not None:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            out[role] = out.get(role, 0.0) + times.user + times.system
+    return out
+
+
+def cpu_per_request(before: dict[str, float], after: dict[str, float], requests: int) -> str:
+    """Milliseconds of CPU per request in each role over a level (both apps' replicas idle but the one loaded)."""
+    return ", ".join(f"{role} {1000 * (after[role] - before.get(role, 0.0)) / max(requests, 1):.1f}" for role in after)
+
+
 def deploy_floor(replica_cpus: float):
     """A Serve route that does nothing but parse the request and answer: the floor of this machine."""
     from fastapi import FastAPI
@@ -264,14 +287,16 @@ def main() -> None:
         ]
         print(
             f"{'route':10} {'conc':>4} {'200':>5} {'503':>4} {'other':>5} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} "
-            f"{'req/s':>7} {'p50/floor':>9}  server timing (median ms)"
+            f"{'req/s':>7} {'p50/floor':>9}  server timing (median ms) | CPU ms per request"
         )
         floor_p50: dict[int, float] = {}
         best: dict[str, tuple[float, float]] = {}
         for name, url in routes:
             method = "bm25" if name == FLOOR else name
             for c in levels:
+                before = cpu_seconds()
                 level = asyncio.run(closed_loop(url, method, questions, args, c, args.requests, args.level_cap_s))
+                cpu = cpu_per_request(before, cpu_seconds(), len(level.outcomes))
                 p50 = level.percentile_ms(50)
                 if name == FLOOR:
                     floor_p50[c] = p50
@@ -281,7 +306,7 @@ def main() -> None:
                 print(
                     f"{name:10} {c:4d} {level.count(200):5d} {level.count(503):4d} {other:5d} {p50:7.1f} "
                     f"{level.percentile_ms(95):7.1f} {level.percentile_ms(99):7.1f} {level.rate:7.1f} "
-                    f"{p50 / floor_p50.get(c, float('nan')):9.2f}  {level.breakdown()}",
+                    f"{p50 / floor_p50.get(c, float('nan')):9.2f}  {level.breakdown()} | {cpu}",
                     flush=True,
                 )
         if args.overload_factor > 0:
