@@ -10,6 +10,8 @@ the server's total: the HTTP proxy, the hop to the replica and the client).
 
 A closed-loop client that gets a 503 waits its Retry-After before the next request, as a well-behaved client does.
 
+Then --mixed: the methods alternated in one load, each reported on its own line (marked *).
+
 Last, the overload: for --overload-s seconds it offers --overload-factor times the method's rate at concurrency 8
 as an open loop (each request due on schedule, whatever came back; at most --overload-inflight out at once, the
 rest not sent and counted), with `X-Timeout-Ms` set to --deadline-ms, and
@@ -53,6 +55,7 @@ LATE_RATIO = 1.1  # an answer this far past its deadline is late (a 504 at the d
 class Outcome:
     status: int
     latency_s: float
+    method: str
     timing: dict[str, float] = field(default_factory=dict)  # Server-Timing, milliseconds
     retry_after_s: float = 0.0
 
@@ -91,6 +94,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--data", default=None, help="data source (default: the bundled sample)")
     p.add_argument("--subset", default="FinQA", help="the subset searched (default FinQA)")
     p.add_argument("--methods", default="bm25,base")
+    p.add_argument("--mixed", default="bm25+base", help="methods alternated in one load, each reported ('' skips)")
     p.add_argument("--levels", default="1,8,32", help="comma-separated concurrency levels")
     p.add_argument("--requests", type=int, default=300, help="requests per level (at most)")
     p.add_argument("--level-cap-s", type=float, default=20.0, help="stop a level after this many seconds")
@@ -101,6 +105,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--deadline-ms", type=int, default=1000, help="X-Timeout-Ms of the overload requests")
     p.add_argument("--overload-inflight", type=int, default=128, help="most overload requests out at once")
     p.add_argument("--cpus", type=int, default=4, help="logical CPUs of the local Ray")
+    p.add_argument("--replica-cpus", type=float, default=None, help="logical CPUs per replica (default: the app's)")
     return p.parse_args()
 
 
@@ -123,15 +128,17 @@ async def send(session: aiohttp.ClientSession, url: str, body: dict, headers: di
             await response.read()
             timing = server_timing(response.headers.get("Server-Timing"))
             retry_after = float(response.headers.get("Retry-After", 0))
-            return Outcome(response.status, time.perf_counter() - sent, timing, retry_after)
+            return Outcome(response.status, time.perf_counter() - sent, body["method"], timing, retry_after)
     except (TimeoutError, aiohttp.ClientError):
-        return Outcome(0, time.perf_counter() - sent)
+        return Outcome(0, time.perf_counter() - sent, body["method"])
 
 
 def bodies(method: str, questions: list[str], k: int):
+    """Request bodies cycling through the questions; `a+b` alternates the methods a and b."""
+    methods = method.split("+")
     i = 0
     while True:
-        yield {"question": questions[i % len(questions)], "method": method, "k": k}
+        yield {"question": questions[i % len(questions)], "method": methods[i % len(methods)], "k": k}
         i += 1
 
 
@@ -250,7 +257,10 @@ def start(args) -> tuple[str, float]:
     from serve.app import compose
     from serve.settings import ServeSettings
 
-    settings = ServeSettings(data=args.data, subsets=[args.subset], methods=args.methods.split(","), generator="none")
+    sizing = {} if args.replica_cpus is None else {"replica_cpus": args.replica_cpus}
+    settings = ServeSettings(
+        data=args.data, subsets=[args.subset], methods=args.methods.split(","), generator="none", **sizing
+    )
     ray.init(
         num_cpus=args.cpus,
         include_dashboard=False,
@@ -309,6 +319,20 @@ def main() -> None:
                     f"{p50 / floor_p50.get(c, float('nan')):9.2f}  {level.breakdown()} | {cpu}",
                     flush=True,
                 )
+        if args.mixed:
+            for c in levels:
+                level = asyncio.run(closed_loop(f"{base}/retrieve", args.mixed, questions, args, c, args.requests, 60))
+                for method in args.mixed.split("+"):
+                    part = Level([o for o in level.outcomes if o.method == method], level.wall_s)
+                    other = len(part.outcomes) - part.count(200) - part.count(503)
+                    print(
+                        f"{method + '*':10} {c:4d} {part.count(200):5d} {part.count(503):4d} {other:5d} "
+                        f"{part.percentile_ms(50):7.1f} {part.percentile_ms(95):7.1f} {part.percentile_ms(99):7.1f} "
+                        f"{part.rate:7.1f} {part.percentile_ms(50) / floor_p50.get(c, float('nan')):9.2f}  "
+                        f"{part.breakdown()}",
+                        flush=True,
+                    )
+            print(f"*: {args.mixed} alternated in one load (requests/s per method; the load's total is their sum)")
         if args.overload_factor > 0:
             print(
                 f"\noverload: {args.overload_factor:g}x the rate at concurrency 8 for {args.overload_s:g} s, "

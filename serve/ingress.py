@@ -1,7 +1,7 @@
 """The HTTP ingress: validates requests, ranks contexts in this replica (serve/retrieval.py: concurrent requests
-batched by serve/batcher.py, refused at once when they could not be answered in time), runs the answering stages
-(`read_contexts`, `answer_prompts`, `parse_answers`) on the one-row batch of a request, and calls the generator
-deployment through its handle.
+batched by serve/batcher.py, one queue per stage chain, refused at once when they could not be answered in time),
+runs the answering stages (`read_contexts`, `answer_prompts`, `parse_answers`) on the one-row batch of a request,
+and calls the generator deployment through its handle.
 
 Every request has a deadline: the route's configured timeout, shortened by the request's `X-Timeout-Ms` header.
 Retrieval and answer responses carry a `Server-Timing` header with the seconds spent per step, in milliseconds."""
@@ -55,7 +55,7 @@ from serve.schemas import (
     Timings,
     Usage,
 )
-from serve.settings import ServeSettings, corpus_names, default_corpus
+from serve.settings import ServeSettings, default_corpus
 from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
 from t2rag.generation.base import REJECTED, ChatRequest, SamplingParams, is_rejected
@@ -134,8 +134,8 @@ TimeoutHeader = Annotated[
         alias="X-Timeout-Ms",
         ge=1,
         le=MAX_TIMEOUT_MS,
-        description="the longest the client waits, in milliseconds; the server answers 504 then, or 503 at once when "
-        "it could not answer by then (default and upper bound: the route's configured timeout)",
+        description="the longest the client waits, in milliseconds: the server answers 504 then (a retrieval it could "
+        "not answer by then is refused at once, 503); default and upper bound: the route's configured timeout",
     ),
 ]
 
@@ -184,14 +184,22 @@ class RAGIngress:
         self.generator = generator
         self.app_name = serve.get_replica_context().app_name
         self.subsets = self.resources.questions.subsets
-        self.corpora = corpus_names(self.subsets)
         self.default_corpus = default_corpus(self.subsets)
+        self.retrieval = RetrievalService(self.resources, list(self.methods.values()))
+        self.corpora = self.retrieval.corpora
         for name in self.corpora:  # build the corpora now: /answer reads context texts from them
             self.resources.corpus(name)
-        self.retrieval = RetrievalService(self.resources, list(self.methods.values()))
         self.retrieval.build()
-        self.admission = Admission(settings.max_ongoing_requests, settings.max_queue_wait_s, settings.retry_after_s)
-        self.batcher: Batcher[Query, Ranking] = Batcher(self.retrieval.rank, settings.max_batch_size)
+        # One queue per stage chain, each with its own batches and drain rate: a lexical search never waits behind
+        # the encoding of a batch of dense queries, nor is it refused for their pace.
+        chains = dict.fromkeys(m.stages for m in self.retrieval.methods.values())
+        self.batchers: dict[tuple[str, ...], Batcher[Query, Ranking]] = {
+            chain: Batcher(self.retrieval.rank, settings.max_batch_size) for chain in chains
+        }
+        self.admissions = {
+            chain: Admission(settings.max_ongoing_requests, settings.max_queue_wait_s, settings.retry_after_s)
+            for chain in chains
+        }
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         """Serve's hook after __init__: this replica's app, guarded with the app's key and body limits."""
@@ -367,19 +375,20 @@ class RAGIngress:
         self, method: Method, corpus: str, question: str, k: int, deadline: Deadline, texts: bool
     ) -> Ranking:
         """Rank in this replica's next batch; 503 at once when it could not start in time, 504 at the deadline."""
+        admission = self.admissions[method.stages]
         try:
-            self.admission.admit(deadline.at)
+            admission.admit(deadline.at)
         except Overloaded as exc:
             raise Unavailable(f"overloaded: {exc}; retry", retry_after_s=exc.retry_after_s) from None
         try:
             query = Query(question, method.name, corpus, k, texts, deadline.at)
-            return await asyncio.wait_for(self.batcher.submit(query), deadline.left_s())
+            return await asyncio.wait_for(self.batchers[method.stages].submit(query), deadline.left_s())
         except TimeoutError:
             raise GatewayTimeout(f"retrieval did not finish within {deadline.budget_s:g} s") from None
         except DeadlineExceeded as exc:
             raise GatewayTimeout(f"retrieval did not start within {deadline.budget_s:g} s ({exc})") from None
         finally:
-            self.admission.done()
+            admission.done()
 
     async def _generate(
         self, generator: DeploymentHandle, request: dict[str, str], deadline: Deadline
