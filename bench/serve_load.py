@@ -35,6 +35,7 @@ from pathlib import Path
 
 import aiohttp
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
@@ -105,7 +106,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--deadline-ms", type=int, default=1000, help="X-Timeout-Ms of the overload requests")
     p.add_argument("--overload-inflight", type=int, default=128, help="most overload requests out at once")
     p.add_argument("--cpus", type=int, default=4, help="logical CPUs of the local Ray")
-    p.add_argument("--replica-cpus", type=float, default=None, help="logical CPUs per replica (default: the app's)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a serve.settings.ServeSettings field for the app, e.g. replica_cpus=2 or max_queue_wait_s=0.3",
+    )
     return p.parse_args()
 
 
@@ -257,9 +264,10 @@ def start(args) -> tuple[str, float]:
     from serve.app import compose
     from serve.settings import ServeSettings
 
-    sizing = {} if args.replica_cpus is None else {"replica_cpus": args.replica_cpus}
-    settings = ServeSettings(
-        data=args.data, subsets=[args.subset], methods=args.methods.split(","), generator="none", **sizing
+    fields = dict(item.split("=", 1) for item in args.set)
+    settings = ServeSettings.parse(
+        {"data": args.data, "subsets": [args.subset], "methods": args.methods.split(","), "generator": "none"}
+        | {name: yaml.safe_load(value) for name, value in fields.items()}
     )
     ray.init(
         num_cpus=args.cpus,

@@ -97,7 +97,10 @@ class ServeSettings(BaseModel):
         "16 and bursts that the proxy has not yet assigned are refused",
     )
     max_queue_wait_s: float = Field(
-        0.5, gt=0, description="a retrieval request expected to wait longer than this in a replica is refused (503)"
+        0.3,
+        gt=0,
+        description="a retrieval request expected to take longer than this in a replica (the requests ahead of it "
+        "over the rate it has been finishing them) is refused at once (503)",
     )
     retry_after_s: float = Field(1.0, ge=0, description="the Retry-After of a 503 for overload")
     # Access and limits.
