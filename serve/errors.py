@@ -71,7 +71,7 @@ class Unavailable(ApiError):
 
 
 class GatewayTimeout(ApiError):
-    """A deployment did not answer within its configured timeout."""
+    """The request's deadline passed before its answer was ready."""
 
     status = 504
 

@@ -1,0 +1,30 @@
+"""Grouping rows by key: one group without a group-by when every row shares the keys, else groups in order of first
+appearance; nulls are keys like any other value."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from t2rag.stages.base import groups
+
+
+def as_lists(batch: pa.Table, *keys: str) -> list[tuple[tuple, list[int]]]:
+    return [(key, rows.tolist()) for key, rows in groups(batch, *keys)]
+
+
+def test_one_shared_key_is_one_group():
+    batch = pa.table({"method": ["bm25"] * 3, "subset": ["FinQA"] * 3, "k": [3, 3, 3]})
+    assert as_lists(batch, "method", "subset", "k") == [(("bm25", "FinQA", 3), [0, 1, 2])]
+    assert as_lists(batch.slice(0, 0), "method") == []
+
+
+def test_mixed_keys_group_in_order_of_first_appearance():
+    batch = pa.table({"method": ["base", "bm25", "base", "bm25"], "k": [3, 3, 3, 5]})
+    assert as_lists(batch, "method", "k") == [(("base", 3), [0, 2]), (("bm25", 3), [1]), (("bm25", 5), [3])]
+
+
+def test_nulls_are_keys():
+    batch = pa.table({"subset": pa.array([None, None], pa.string())})
+    assert as_lists(batch, "subset") == [((None,), [0, 1])]
+    mixed = pa.table({"subset": pa.array([None, "FinQA", None], pa.string())})
+    assert as_lists(mixed, "subset") == [((None,), [0, 2]), (("FinQA",), [1])]
