@@ -1,9 +1,10 @@
 """Retrieval inside the serving replica: every served method's ranking stages, query embedding included, over every
 loaded corpus.
 
-The requests that reach a replica together are ranked as one batch: rows are grouped by their method's stage
-chain, as the batch engine groups its work (t2rag.pipeline.plan), so the dense methods share one query-encoder call
-and each (method, corpus, k) is one block search. Measured on 2 cores (bench/serve_load.py), a separate embedder
+The requests queued together are ranked as one batch (the ingress keeps one queue per stage chain, see
+serve/batcher.py); `rank` groups any batch by its methods' stage chains as the batch engine groups its work
+(t2rag.pipeline.plan), so the dense methods share one query-encoder call and each (method, corpus, k) is one block
+search. Measured on 2 cores (bench/serve_load.py), a separate embedder
 and one retriever deployment per method cost two extra Serve hops per request, each about as much CPU as a whole
 trivial route; here a request costs one hop.
 """
