@@ -90,6 +90,17 @@ class Level:
         return ", ".join(parts)
 
 
+def level_row(name: str, concurrency: int, level: Level, floor_p50_ms: float) -> str:
+    """One line of the closed-loop table (the header is printed in main)."""
+    p50 = level.percentile_ms(50)
+    other = len(level.outcomes) - level.count(200) - level.count(503)
+    return (
+        f"{name:10} {concurrency:4d} {level.count(200):5d} {level.count(503):4d} {other:5d} {p50:7.1f} "
+        f"{level.percentile_ms(95):7.1f} {level.percentile_ms(99):7.1f} {level.rate:7.1f} "
+        f"{p50 / floor_p50_ms:9.2f}  {level.breakdown()}"
+    )
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=None, help="data source (default: the bundled sample)")
@@ -257,7 +268,8 @@ def deploy_floor(replica_cpus: float):
     serve.run(Floor.bind(), name=FLOOR, route_prefix=FLOOR_PREFIX)
 
 
-def start(args) -> tuple[str, float]:
+def start(args) -> str:
+    """Local Ray, the t2rag app and the floor app on a free loopback port; the base URL."""
     import ray
     from ray import serve
 
@@ -284,7 +296,7 @@ def start(args) -> tuple[str, float]:
     serve.run(compose(settings), name="t2rag", route_prefix="/")
     deploy_floor(settings.replica_cpus)
     print(f"apps up on 127.0.0.1:{port} in {time.perf_counter() - started:.1f} s", flush=True)
-    return f"http://127.0.0.1:{port}", settings.replica_cpus
+    return f"http://127.0.0.1:{port}"
 
 
 def main() -> None:
@@ -299,7 +311,7 @@ def main() -> None:
     levels = [int(x) for x in args.levels.split(",")]
     print(f"{len(questions)} real {args.subset} questions, k={args.k}, {os.cpu_count()} CPUs", flush=True)
     try:
-        base, _ = start(args)
+        base = start(args)
         routes = [(FLOOR, f"{base}{FLOOR_PREFIX}/retrieve")] + [
             (m, f"{base}/retrieve") for m in args.methods.split(",")
         ]
@@ -320,26 +332,13 @@ def main() -> None:
                     floor_p50[c] = p50
                 if c == 8 or name not in best:
                     best[name] = (level.rate, p50)
-                other = len(level.outcomes) - level.count(200) - level.count(503)
-                print(
-                    f"{name:10} {c:4d} {level.count(200):5d} {level.count(503):4d} {other:5d} {p50:7.1f} "
-                    f"{level.percentile_ms(95):7.1f} {level.percentile_ms(99):7.1f} {level.rate:7.1f} "
-                    f"{p50 / floor_p50.get(c, float('nan')):9.2f}  {level.breakdown()} | {cpu}",
-                    flush=True,
-                )
+                print(level_row(name, c, level, floor_p50.get(c, float("nan"))), f"| {cpu}", flush=True)
         if args.mixed:
             for c in levels:
                 level = asyncio.run(closed_loop(f"{base}/retrieve", args.mixed, questions, args, c, args.requests, 60))
                 for method in args.mixed.split("+"):
                     part = Level([o for o in level.outcomes if o.method == method], level.wall_s)
-                    other = len(part.outcomes) - part.count(200) - part.count(503)
-                    print(
-                        f"{method + '*':10} {c:4d} {part.count(200):5d} {part.count(503):4d} {other:5d} "
-                        f"{part.percentile_ms(50):7.1f} {part.percentile_ms(95):7.1f} {part.percentile_ms(99):7.1f} "
-                        f"{part.rate:7.1f} {part.percentile_ms(50) / floor_p50.get(c, float('nan')):9.2f}  "
-                        f"{part.breakdown()}",
-                        flush=True,
-                    )
+                    print(level_row(method + "*", c, part, floor_p50.get(c, float("nan"))), flush=True)
             print(f"*: {args.mixed} alternated in one load (requests/s per method; the load's total is their sum)")
         if args.overload_factor > 0:
             print(

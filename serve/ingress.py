@@ -12,6 +12,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import pyarrow as pa
@@ -128,6 +129,14 @@ async def _call(response: DeploymentResponse, deadline: Deadline, what: str) -> 
         raise
 
 
+@dataclass(frozen=True)
+class Lane:
+    """The queue one stage chain's retrieval requests wait in: its batches and its admission control."""
+
+    batcher: Batcher[Query, Ranking]
+    admission: Admission
+
+
 TimeoutHeader = Annotated[
     int | None,
     Header(
@@ -190,15 +199,14 @@ class RAGIngress:
         for name in self.corpora:  # build the corpora now: /answer reads context texts from them
             self.resources.corpus(name)
         self.retrieval.build()
-        # One queue per stage chain, each with its own batches and drain rate: a lexical search never waits behind
+        # One lane per stage chain, each with its own batches and drain rate: a lexical search never waits behind
         # the encoding of a batch of dense queries, nor is it refused for their pace.
-        chains = dict.fromkeys(m.stages for m in self.retrieval.methods.values())
-        self.batchers: dict[tuple[str, ...], Batcher[Query, Ranking]] = {
-            chain: Batcher(self.retrieval.rank, settings.max_batch_size) for chain in chains
-        }
-        self.admissions = {
-            chain: Admission(settings.max_ongoing_requests, settings.max_queue_wait_s, settings.retry_after_s)
-            for chain in chains
+        self.lanes = {
+            chain: Lane(
+                Batcher(self.retrieval.rank, settings.max_batch_size),
+                Admission(settings.max_ongoing_requests, settings.max_queue_wait_s, settings.retry_after_s),
+            )
+            for chain in self.retrieval.chains
         }
 
     def __serve_build_asgi_app__(self) -> FastAPI:
@@ -375,20 +383,20 @@ class RAGIngress:
         self, method: Method, corpus: str, question: str, k: int, deadline: Deadline, texts: bool
     ) -> Ranking:
         """Rank in this replica's next batch; 503 at once when it could not start in time, 504 at the deadline."""
-        admission = self.admissions[method.stages]
+        lane = self.lanes[method.stages]
         try:
-            admission.admit(deadline.at)
+            lane.admission.admit(deadline.at)
         except Overloaded as exc:
             raise Unavailable(f"overloaded: {exc}; retry", retry_after_s=exc.retry_after_s) from None
         try:
             query = Query(question, method.name, corpus, k, texts, deadline.at)
-            return await asyncio.wait_for(self.batchers[method.stages].submit(query), deadline.left_s())
+            return await asyncio.wait_for(lane.batcher.submit(query), deadline.left_s())
         except TimeoutError:
             raise GatewayTimeout(f"retrieval did not finish within {deadline.budget_s:g} s") from None
         except DeadlineExceeded as exc:
             raise GatewayTimeout(f"retrieval did not start within {deadline.budget_s:g} s ({exc})") from None
         finally:
-            admission.done()
+            lane.admission.done()
 
     async def _generate(
         self, generator: DeploymentHandle, request: dict[str, str], deadline: Deadline

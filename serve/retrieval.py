@@ -75,7 +75,10 @@ class RetrievalService:
         self.resources = resources
         self.methods = {m.name: m for m in methods if m.retrieves}
         self.corpora = corpus_names(resources.questions.subsets)
-        self._stages: dict[str, Stage] = {}
+        #: Each served stage chain with its stages, built once (as a Ray stage actor builds its steps).
+        self.chains: dict[tuple[str, ...], list[tuple[str, Stage]]] = {
+            m.stages: [(name, STAGES[name](resources)) for name in m.stages] for m in self.methods.values()
+        }
 
     def build(self) -> None:
         """Build (or open) every index and load every model, so the first request pays for none of it."""
@@ -88,11 +91,6 @@ class RetrievalService:
         for result in self.rank(warm):
             if isinstance(result, Exception):
                 raise result
-
-    def stage(self, name: str) -> Stage:
-        if name not in self._stages:
-            self._stages[name] = STAGES[name](self.resources)
-        return self._stages[name]
 
     def rank(self, queries: Sequence[Query]) -> list[Ranking | Exception]:
         """Each query's ranking, in order; a query past its deadline, or whose group fails, gets its exception
@@ -127,9 +125,9 @@ class RetrievalService:
             }
         )
         seconds: dict[str, float] = {}
-        for name in chain:
+        for name, stage in self.chains[chain]:
             begun = time.perf_counter()
-            batch = self.stage(name)(batch)
+            batch = stage(batch)
             seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - begun
         rows = zip(batch.column("context_ids").to_pylist(), batch.column("scores").to_pylist(), queries, strict=True)
         return [
