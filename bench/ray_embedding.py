@@ -26,7 +26,7 @@ def main() -> None:
     import ray
 
     from ray_jobs.build_index import embed_corpus
-    from ray_jobs.local_cluster import start_local_cluster
+    from ray_jobs.local_cluster import local_cpus, start_local_cluster
     from t2rag.config import load_config
     from t2rag.data import Corpus, build_corpora, load_questions
     from t2rag.retrieval import Embedder, EmbedderConfig
@@ -44,7 +44,7 @@ def main() -> None:
     embedder = Embedder(EmbedderConfig(batch_size=args.batch_size))
     embedder.embed_passages(texts[:8])  # warm-up
 
-    start_local_cluster(num_cpus=max(8, 2 * cores), object_store_memory=400 * 2**20)  # as ray_jobs starts one
+    start_local_cluster(num_cpus=local_cpus(), object_store_memory=400 * 2**20)  # as ray_jobs starts one
     ray.data.DataContext.get_current().enable_progress_bars = False
     config = load_config(None, {"ray": {"embed_batch_size": args.batch_size, "embed_cpus": cores}})
 

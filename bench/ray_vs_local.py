@@ -28,7 +28,7 @@ def main() -> None:
     import ray
 
     from ray_jobs.evaluate import run_ray
-    from ray_jobs.local_cluster import start_local_cluster
+    from ray_jobs.local_cluster import local_cpus, start_local_cluster
     from t2rag.config import load_config
     from t2rag.pipeline.local import LocalEngine
 
@@ -44,7 +44,7 @@ def main() -> None:
     local = runner.run()
     local_s = time.perf_counter() - start
 
-    start_local_cluster(num_cpus=max(8, 2 * (os.cpu_count() or 1)), object_store_memory=400 * 2**20)
+    start_local_cluster(num_cpus=local_cpus(), object_store_memory=400 * 2**20)
     ray.data.DataContext.get_current().enable_progress_bars = False
     start = time.perf_counter()
     distributed = run_ray(load_config(None, {**base, "engine": "ray", "out": f"{work}/ray"}))

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
-from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
+from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
 from t2rag.config import RayConfig
 from t2rag.pipeline.progress import format_rate
 
@@ -46,9 +46,8 @@ def init_ray(cfg: RayConfig) -> None:
     if address:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=True)
         return
-    # Logical CPUs above the core count: each actor pool holds one, and the tasks between them need more.
     start_local_cluster(
-        num_cpus=cfg.num_cpus or max(8, 2 * (os.cpu_count() or 1)),
+        num_cpus=cfg.num_cpus or local_cpus(),
         num_gpus=cfg.num_gpus,
         object_store_memory=cfg.object_store_memory,
     )

@@ -5,7 +5,9 @@
 The core plans the work (t2rag.pipeline.plan) and each group of rows streams through its method's core stages,
 placed by ray_jobs.placement: query embedding on GPU actors, retrieval in actors holding the LanceDB tables and BM25
 matrices, reranking, prompts, generation (vLLM's processor, or an actor pool of the CPU/HTTP engine) and parsing.
-The groups' answering stages are placed once for all of them, so a run starts one generator (one vLLM engine).
+Groups of different methods share the pools of the stages they have in common (one embedding pool, one retrieval
+pool per kind of row), and the answering stages are placed once for all of them, so a run starts one generator
+(one vLLM engine).
 Records are written as parquet blocks as they finish; the summary comes from them through the same function as
 every other engine's. Rerunning a config into the same `out` (on either engine) skips every (method, question)
 that already has a record, so a killed job loses at most its in-flight blocks.
@@ -22,7 +24,7 @@ import time
 
 from ray_jobs.build_index import build_indexes
 from ray_jobs.common import dataset_from_table, log_stage_lines, ray_session, stage_meter
-from ray_jobs.placement import place
+from ray_jobs.placement import place, place_together, union
 from t2rag.config import RunConfig, load_config
 from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.plan import WorkGroup, plan_work
@@ -37,31 +39,31 @@ log = logging.getLogger("t2rag.progress")
 
 
 def plan(config: RunConfig, resources: Resources, done: set[tuple[str, str]]) -> list[WorkGroup]:
-    """The core plan; every group streams through its own placed stages."""
+    """The core plan (the same as every engine's)."""
     return plan_work(config, resources.questions, done)
 
 
 def placed_work(config: RunConfig, work: list[WorkGroup]):
     """One dataset of records for all the planned groups, every stage placed on the cluster.
 
-    Groups reach the answering tail by different chains, so each group is placed up to its answer prompts and the
-    tail once for all of them: one generator (one vLLM engine, or one pool of model-holding actors) per run."""
-    finished, answering = [], []
+    A group's chain is cut after its last generation (HyDE's query): what comes before runs on the group's own
+    placement. The rest is placed once for every group that ends the same way (`place_together`): retrieval-only
+    rows to their records, answered rows to their prompts and then through one answering tail, so a run starts one
+    embedding pool per kind of row and one generator (one vLLM engine, or one pool of model-holding actors)."""
+    retrieval_only, answering = [], []
     for group in work:
-        ds = dataset_from_table(group.rows, config.ray.block_rows)
-        if group.stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL:
-            head = group.stages[: -len(ANSWER_TAIL)]
-            answering.append(place(ds, head, config).map_batches(to_answer_inputs, batch_format="pyarrow"))
-        else:
-            finished.append(place(ds, group.stages, config).map_batches(to_records, batch_format="pyarrow"))
+        answers = group.stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL
+        chain = group.stages[: -len(ANSWER_TAIL)] if answers else group.stages
+        cut = len(chain) - chain[::-1].index("generate") if "generate" in chain else 0
+        ds = place(dataset_from_table(group.rows, config.ray.block_rows), chain[:cut], config)
+        (answering if answers else retrieval_only).append((ds, chain[cut:]))
+    out = []
+    if retrieval_only:
+        out.append(place_together(retrieval_only, config).map_batches(to_records, batch_format="pyarrow"))
     if answering:
-        tail = place(_union(answering), ANSWER_TAIL, config)
-        finished.append(tail.map_batches(to_records, batch_format="pyarrow"))
-    return _union(finished)
-
-
-def _union(datasets: list):
-    return datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
+        prompts = place_together(answering, config).map_batches(to_answer_inputs, batch_format="pyarrow")
+        out.append(place(prompts, ANSWER_TAIL, config).map_batches(to_records, batch_format="pyarrow"))
+    return union(out)
 
 
 def run_ray(config: RunConfig, overwrite: bool = False) -> dict:

@@ -28,6 +28,13 @@ WORKER_NICENESS_ENV = "RAY_worker_niceness"
 _reaper: subprocess.Popen | None = None
 
 
+def local_cpus() -> int:
+    """Logical CPUs of a cluster on this machine. Every actor pool holds its CPUs for the whole run (a run of the
+    paper's methods places about ten, an embedding actor holding the machine's cores) and the tasks between them
+    need some too; when the pools hold them all, Ray Data waits forever for a task slot (seen at 8 on 2 cores)."""
+    return max(16, 4 * (os.cpu_count() or 1))
+
+
 def start_local_cluster(**init_kwargs: Any) -> None:
     """`ray.init` a new local cluster on loopback, with a reaper for a driver that dies without shutting it down."""
     import psutil

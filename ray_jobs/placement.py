@@ -5,6 +5,12 @@ their models and indexes once); stages that hold nothing run as tasks; an embedd
 from a CPU pool in front of it; a retrieval over a sharded corpus is one pool per shard, in shard order; `generate`
 with a vLLM generator is Ray Data's LLM processor instead of an actor pool. Every actor reports rows and busy
 seconds per stage to the meter.
+
+Rows that reach their records by different chains (bm25: retrieve; base: embed_queries, retrieve; reranker: then
+rerank) share the pools of the stages they have in common (`place_together`): one embedding pool (one model, one
+GPU) per run instead of one per chain. Each row carries the stages it needs (`_stages`) and passes by the others,
+and the columns it really has (`_columns`): Ray Data fills a column that only some rows of a batch have with nulls,
+and a stage that reads a column when it is present (embed_queries' `query_text`) must not see such a column.
 """
 
 from __future__ import annotations
@@ -20,6 +26,12 @@ from ray_jobs.common import report, use_held_cpus
 from t2rag.config import RunConfig
 from t2rag.resources import Resources
 from t2rag.stages import STAGES
+from t2rag.stages.base import groups
+
+#: Bookkeeping columns of rows placed together: the stages a row needs, and the columns it really has.
+NEEDS, COLUMNS = "_stages", "_columns"
+#: Where each stage runs in a row's chain (STAGES lists them in the order rows meet them).
+ORDER = {name: position for position, name in enumerate(STAGES)}
 
 
 @dataclass(frozen=True)
@@ -98,31 +110,97 @@ class StageRunner:
         self.steps = [(name, STAGES[name](resources)) for name in self.stages]
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        return self.run(batch, self.stages)
+
+    def run(self, batch: pa.Table, needed: tuple[str, ...] | set[str]) -> pa.Table:
         for name, stage in self.steps:
-            start = time.perf_counter()
-            batch = stage(batch)
-            report(name, batch.num_rows, time.perf_counter() - start)
+            if name in needed:
+                start = time.perf_counter()
+                batch = stage(batch)
+                report(name, batch.num_rows, time.perf_counter() - start)
         return batch
 
 
-def runner_class(stages: tuple[str, ...]) -> type[StageRunner]:
-    """A StageRunner subclass named after its stages (Ray titles each actor's process with it)."""
+class SharedRunner(StageRunner):
+    """A StageRunner for rows of several chains: each part of a batch (rows needing the same stages and having the
+    same columns) gets its real columns back and goes through the stages it needs."""
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        parts = []
+        for (needs, columns), rows in groups(batch, NEEDS, COLUMNS):
+            part = batch.take(pa.array(rows)).select(columns.split(","))
+            parts.append(with_column_names(self.run(part, set(needs.split(",")))))
+        return pa.concat_tables(parts, promote_options="default") if parts else batch
+
+
+def with_column_names(batch: pa.Table) -> pa.Table:
+    """The batch with `_columns` naming its columns (itself included)."""
+    names = [c for c in batch.column_names if c != COLUMNS] + [COLUMNS]
+    return batch.select(names[:-1]).append_column(COLUMNS, pa.array([",".join(names)] * batch.num_rows, pa.string()))
+
+
+def runner_class(stages: tuple[str, ...], base: type[StageRunner] = StageRunner) -> type[StageRunner]:
+    """A runner class named after its stages (Ray titles each actor's process with it)."""
     name = "".join(STAGES[s].__name__ for s in stages)
-    return type(name, (StageRunner,), {"stages": stages})
+    return type(name, (base,), {"stages": stages})
 
 
 def place(ds, stages: tuple[str, ...], config: RunConfig):
     """`ds` through the stages, each segment as an actor pool, a task, or vLLM's processor."""
+    return _place(ds, with_cpu_tokenizing(stages, config), config, StageRunner)
+
+
+def merged_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """Every stage of the chains, once, in the order rows meet them; None when a chain has a stage twice or out of
+    that order (its rows cannot share a single pass over the stages)."""
+    if any(list(c) != sorted(set(c), key=ORDER.__getitem__) for c in chains):
+        return None
+    return tuple(sorted({s for c in chains for s in c}, key=ORDER.__getitem__))
+
+
+def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfig):
+    """One dataset of the (dataset, stages) parts, each row through its own stages, every stage placed once.
+
+    None of the stages may be `generate` (vLLM's processor cannot let rows pass by); chains that cannot share one
+    pass over the stages are placed apart."""
+    chains = [with_cpu_tokenizing(stages, config) for _, stages in parts]
+    merged = merged_chain(chains)
+    if merged is None or "generate" in merged:
+        return union([place(ds, stages, config) for ds, stages in parts])
+    tagged = [
+        ds.map_batches(tagger(chain), batch_format="pyarrow") for (ds, _), chain in zip(parts, chains, strict=True)
+    ]
+    placed = _place(union(tagged), merged, config, SharedRunner)
+    return placed.map_batches(_untag, batch_format="pyarrow")
+
+
+def tagger(chain: tuple[str, ...]):
+    def tag(batch: pa.Table) -> pa.Table:
+        return with_column_names(batch.append_column(NEEDS, pa.array([",".join(chain)] * batch.num_rows, pa.string())))
+
+    return tag
+
+
+def _untag(batch: pa.Table) -> pa.Table:
+    return batch.drop_columns([c for c in (NEEDS, COLUMNS) if c in batch.column_names])
+
+
+def union(datasets: list):
+    """One dataset of all of them."""
+    return datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
+
+
+def _place(ds, stages: tuple[str, ...], config: RunConfig, base: type[StageRunner]):
     import ray
 
     config_json = config.model_dump_json()
-    for segment in segments(with_cpu_tokenizing(stages, config)):
+    for segment in segments(stages):
         if segment == ("generate",) and config.generator is not None and config.generator.engine == "vllm":
             from t2rag.generation.vllm_ray import build_vllm_processor
 
             ds = build_vllm_processor(config.generator)(ds)
             continue
-        runner = runner_class(segment)
+        runner = runner_class(segment, base)
         if not any(STAGES[s].stateful for s in segment):
             ds = ds.map_batches(lambda b, r=runner: r(config_json)(b), batch_format="pyarrow")
             continue

@@ -33,6 +33,7 @@ from t2rag.stages.hyde import HydePrompts, HydeQuery
 from t2rag.stages.rerank import Rerank
 from t2rag.stages.retrieve import Retrieve
 
+#: Every stage, in the order a row meets them (Ray places the stages of several methods' chains in this order).
 STAGES: dict[str, type[Stage]] = {
     cls.name: cls
     for cls in (

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from ray_jobs.evaluate import plan as ray_plan
-from ray_jobs.placement import KINDS, pool_for, segments, shard_configs, with_cpu_tokenizing
 from t2rag.config import load_config
 from t2rag.methods import ANSWER, DENSE, METHODS
 from t2rag.pipeline.local import LocalEngine
@@ -77,39 +76,3 @@ def test_rows_come_by_question_then_method(sample, tmp_path):
         (dense[2]["id"], "hybrid_rrf"),
     ]
     assert dense[0]["id"] != dense[2]["id"] and len(dense) == 2 * sample.scored().num_rows
-
-
-def test_ray_places_each_run_of_one_kind_in_one_actor():
-    assert segments(METHODS["hyde"].chain(True)) == [
-        ("hyde_prompts",),
-        ("generate",),
-        ("hyde_query",),
-        ("embed_queries",),
-        ("retrieve",),
-        ("read_contexts", "answer_prompts"),
-        ("generate",),
-        ("parse_answers",),
-    ]
-
-
-def test_ray_tokenizes_for_gpu_embedding_actors_on_cpu_actors(tmp_path):
-    gpu = load_config(None, {"out": str(tmp_path), "ray": {"embed_gpus": 1}})
-    assert segments(with_cpu_tokenizing(METHODS["reranker"].stages, gpu)) == [
-        ("tokenize_queries",),
-        ("embed_queries",),
-        ("retrieve",),
-        ("rerank",),
-    ]
-    assert with_cpu_tokenizing(("embed_passages",), gpu) == ("tokenize_passages", "embed_passages")
-    cpu = load_config(None, {"out": str(tmp_path)})
-    assert with_cpu_tokenizing(DENSE, cpu) == DENSE  # a CPU embedder tokenizes ahead itself, or not at all
-    forced = load_config(None, {"out": str(tmp_path), "ray": {"tokenize_on_cpu": True}})
-    assert pool_for(KINDS["tokenize_queries"], forced).gpus == 0
-    assert with_cpu_tokenizing(DENSE, forced) == ("tokenize_queries", *DENSE)
-
-
-def test_ray_gives_each_shard_of_a_sharded_retrieval_its_own_pool(tmp_path):
-    config = load_config(None, {"out": str(tmp_path), "retrieval": {"shards": 3}})
-    assert [c.retrieval.shard for c in shard_configs(("retrieve",), config)] == [0, 1, 2]
-    assert shard_configs(("embed_queries",), config) == [config]
-    assert shard_configs(("retrieve",), load_config(None, {"out": str(tmp_path)}))[0].retrieval.shard is None

@@ -19,6 +19,7 @@ import pytest
 
 from ray_jobs import evaluate
 from ray_jobs.evaluate import run_ray
+from ray_jobs.placement import merged_chain
 from t2rag.config import load_config
 from t2rag.pipeline import local
 from t2rag.pipeline.local import run_local
@@ -248,7 +249,8 @@ def test_cpu_actors_tokenize_for_gpu_embedding_actors(ray_local, tiny_data, tmp_
 
 def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, monkeypatch):
     """Methods reach their answers by different chains; the generator is placed once for all of them (one vLLM
-    engine or one pool of model-holding actors per run), HyDE's own query generation apart."""
+    engine or one pool of model-holding actors per run), HyDE's own query generation apart, and every other stage
+    once per kind of row (retrieval only, answered)."""
     config = _config(
         tiny_data,
         tmp_path / "out",
@@ -260,14 +262,20 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
     work = plan_work(config, Resources(config).questions)
     assert sum(g.stages[-2:] == evaluate.ANSWER_TAIL for g in work) == 4  # pretrained_only and oracle share a chain
     placed: list[tuple[str, ...]] = []
-    place = evaluate.place
+    together: list[list[tuple[str, ...]]] = []
+    place, place_together = evaluate.place, evaluate.place_together
     monkeypatch.setattr(evaluate, "place", lambda ds, stages, cfg: placed.append(stages) or place(ds, stages, cfg))
+
+    def record_together(parts, cfg):
+        together.append([stages for _, stages in parts])
+        return place_together(parts, cfg)
+
+    monkeypatch.setattr(evaluate, "place_together", record_together)
     evaluate.placed_work(config, work)  # lazy: places the stages, runs nothing
-    hyde_head = ("hyde_prompts", "generate", "hyde_query", "embed_queries", "retrieve", "read_contexts")
-    assert [stages for stages in placed if "generate" in stages] == [
-        (*hyde_head, "answer_prompts"),
-        evaluate.ANSWER_TAIL,
-    ]
+    assert [stages for stages in placed if stages] == [("hyde_prompts", "generate"), evaluate.ANSWER_TAIL]
+    retrieval_only, answered = together
+    assert merged_chain(retrieval_only) == ("embed_queries", "retrieve")  # bm25 and base rows share the retriever
+    assert merged_chain(answered) == ("hyde_query", "embed_queries", "retrieve", "read_contexts", "answer_prompts")
 
 
 WORKER_NOISE = """
