@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -62,44 +63,69 @@ def tables_to_index(config: RunConfig, resources: Resources) -> list[DensePassag
 
 
 def build_indexes(config: RunConfig, resources: Resources | None = None) -> list[dict]:
-    """Embed and store every table the run needs that is not indexed yet (contexts, or their chunks)."""
+    """Embed and store every table the run needs that is not indexed yet (contexts, or their chunks). The missing
+    tables are embedded in one pass through one actor pool (one model load), each stored as soon as it is whole."""
     resources = resources or Resources(config)
     summarize_contexts(config, resources)
     store = VectorStore(config.retrieval.index_uri, config.retrieval.ann)
-    out = []
+    out, missing = [], []
     for plan in tables_to_index(config, resources):
-        name, passages = plan.table, plan.passages
-        row = {"corpus": passages.name, "table": name, "rows": len(passages)}
-        if store.has_table(name, len(passages)):
-            table = store.open(name)  # builds a missing ANN index the config wants
-            out.append({**row, "reused": True, **table.search_info})
-            continue
-        start = time.perf_counter()
-        table = store.write(name, passages, embed_corpus(config, passages), plan.docs)
+        if store.has_table(plan.table, len(plan.passages)):
+            table = store.open(plan.table)  # builds a missing ANN index the config wants
+            out.append({**_row(plan), "reused": True, **table.search_info})
+        else:
+            missing.append(plan)
+    start = time.perf_counter()
+    for position, vectors in embed_corpora(config, [plan.passages for plan in missing]):
+        plan = missing[position]
+        table = store.write(plan.table, plan.passages, vectors, plan.docs)
         seconds = time.perf_counter() - start
-        log.info(
-            "[build_index] corpus=%s rows=%d %.1fs (%.1f passages/s)",
-            passages.name,
-            len(passages),
-            seconds,
-            len(passages) / seconds,
-        )
-        out.append({**row, "reused": False, "seconds": seconds, **table.search_info})
+        rows = len(plan.passages)
+        log.info("[build_index] corpus=%s rows=%d whole after %.1fs", plan.passages.name, rows, seconds)
+        out.append({**_row(plan), "reused": False, "seconds": seconds, **table.search_info})
     return out
+
+
+def _row(plan: DensePassages) -> dict:
+    return {"corpus": plan.passages.name, "table": plan.table, "rows": len(plan.passages)}
 
 
 def embed_corpus(config: RunConfig, corpus: Corpus) -> np.ndarray:
     """Passage vectors of a corpus, embedded by an actor pool (GPUs per actor from the config)."""
-    rows = pa.table({"doc": np.arange(len(corpus), dtype=np.int64), "text": list(corpus.texts)})
+    return dict(embed_corpora(config, [corpus]))[0]
+
+
+def embed_corpora(config: RunConfig, corpora: list[Corpus]) -> Iterator[tuple[int, np.ndarray]]:
+    """(position, passage vectors) of each corpus as soon as all its passages are embedded; all of them stream
+    through one actor pool."""
+    sizes = [len(c) for c in corpora]
+    yield from ((part, np.zeros((0, 0), dtype=np.float32)) for part, n in enumerate(sizes) if n == 0)
+    if not any(sizes):
+        return
+    rows = pa.table(
+        {
+            "part": np.repeat(np.arange(len(corpora), dtype=np.int64), sizes),
+            "doc": np.concatenate([np.arange(n, dtype=np.int64) for n in sizes]),
+            "text": [t for c in corpora for t in c.texts],
+        }
+    )
     ds = place(dataset_from_table(rows, config.ray.embed_batch_size), ("embed_passages",), config)
-    vectors = np.zeros((len(corpus), 0), dtype=np.float32)
+    vectors: dict[int, np.ndarray] = {}
+    left = dict(enumerate(sizes))
     for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-        docs = batch.column("doc").to_numpy()
         vecs = vectors_of(batch.column("vector"))
-        if vectors.shape[1] == 0:
-            vectors = np.zeros((len(corpus), vecs.shape[1]), dtype=np.float32)
-        vectors[docs] = vecs
-    return vectors
+        parts, docs = batch.column("part").to_numpy(), batch.column("doc").to_numpy()
+        for part in np.unique(parts).tolist():
+            mine = parts == part
+            if part not in vectors:
+                vectors[part] = np.zeros((sizes[part], vecs.shape[1]), dtype=np.float32)
+            vectors[part][docs[mine]] = vecs[mine]
+            left[part] -= int(mine.sum())
+            if left[part] == 0:
+                yield part, vectors.pop(part)
+    short = [corpora[part].name for part, n in left.items() if n > 0]
+    if short:
+        raise RuntimeError(f"the embedding pool returned too few vectors for {', '.join(short)}")
 
 
 def main(argv: list[str] | None = None) -> int:
