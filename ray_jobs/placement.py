@@ -161,8 +161,8 @@ def merged_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
 def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfig):
     """One dataset of the (dataset, stages) parts, each row through its own stages, every stage placed once.
 
-    None of the stages may be `generate` (vLLM's processor cannot let rows pass by); chains that cannot share one
-    pass over the stages are placed apart."""
+    Chains with `generate` (vLLM's processor cannot let rows pass by), or that cannot share one pass over the
+    stages, are placed apart."""
     chains = [with_cpu_tokenizing(stages, config) for _, stages in parts]
     merged = merged_chain(chains)
     if merged is None or "generate" in merged:
@@ -175,6 +175,8 @@ def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfi
 
 
 def tagger(chain: tuple[str, ...]):
+    """A batch function that marks every row as needing the chain's stages and names the columns it has."""
+
     def tag(batch: pa.Table) -> pa.Table:
         return with_column_names(batch.append_column(NEEDS, pa.array([",".join(chain)] * batch.num_rows, pa.string())))
 
