@@ -54,7 +54,7 @@ def placed_work(config: RunConfig, work: list[WorkGroup]):
     for group in work:
         answers = group.stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL
         chain = group.stages[: -len(ANSWER_TAIL)] if answers else group.stages
-        cut = len(chain) - chain[::-1].index("generate") if "generate" in chain else 0
+        cut = _after_last_generation(chain)
         ds = place(dataset_from_table(group.rows, config.ray.block_rows), chain[:cut], config)
         (answering if answers else retrieval_only).append((ds, chain[cut:]))
     out = []
@@ -64,6 +64,12 @@ def placed_work(config: RunConfig, work: list[WorkGroup]):
         prompts = place_together(answering, config).map_batches(to_answer_inputs, batch_format="pyarrow")
         out.append(place(prompts, ANSWER_TAIL, config).map_batches(to_records, batch_format="pyarrow"))
     return union(out)
+
+
+def _after_last_generation(chain: tuple[str, ...]) -> int:
+    """Where a chain's own placement ends: after its last `generate` (0 when it generates nothing)."""
+    generations = [i for i, name in enumerate(chain) if name == "generate"]
+    return generations[-1] + 1 if generations else 0
 
 
 def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
