@@ -16,8 +16,9 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ray_jobs.common import dataset_from_table, init_ray
+from ray_jobs.common import init_ray
 from ray_jobs.placement import place
+from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
 from t2rag.data import Corpus
 from t2rag.methods import get_method

@@ -1,4 +1,4 @@
-"""Ray plumbing shared by the jobs: cluster connection, input datasets, and per-stage progress lines."""
+"""Ray plumbing shared by the jobs: cluster connection, worker threads, and per-stage progress lines."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import pyarrow as pa
 
 from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
 from t2rag.config import RayConfig
@@ -64,16 +62,6 @@ def use_held_cpus() -> int:
     threads = max(1, min(int(held), os.cpu_count() or 1))
     torch.set_num_threads(threads)
     return threads
-
-
-def dataset_from_table(table: pa.Table, block_rows: int):
-    """A Ray dataset of `table` in blocks of `block_rows` rows (the unit of streaming and of resume)."""
-    import ray
-
-    if table.num_rows == 0:
-        return ray.data.from_arrow(table)
-    blocks = [table.slice(i, block_rows) for i in range(0, table.num_rows, block_rows)]
-    return ray.data.from_arrow(blocks)
 
 
 class StageMeter:

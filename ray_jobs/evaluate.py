@@ -23,8 +23,9 @@ import sys
 import time
 
 from ray_jobs.build_index import build_indexes
-from ray_jobs.common import dataset_from_table, log_stage_lines, ray_session, stage_meter
+from ray_jobs.common import log_stage_lines, ray_session, stage_meter
 from ray_jobs.placement import place, place_together, union
+from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
 from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.plan import WorkGroup, plan_work

@@ -23,6 +23,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from ray_jobs.common import report, use_held_cpus
+from ray_jobs.table_blocks import INPUT_TASKS
 from t2rag.config import RunConfig
 from t2rag.resources import Resources
 from t2rag.stages import STAGES
@@ -70,6 +71,9 @@ KINDS = {
 }
 
 
+#: The pool kinds whose stages run torch models.
+TORCH_KINDS = frozenset({"embed", "rerank"})
+
 #: The CPU stage that makes an embedding stage's token ids.
 TOKENIZER_OF = {"embed_queries": "tokenize_queries", "embed_passages": "tokenize_passages"}
 
@@ -104,7 +108,7 @@ class StageRunner:
     stages: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config_json: str):
-        if any(STAGES[s].stateful for s in self.stages):  # a model-holding actor; light tasks need no torch
+        if any(KINDS.get(s) in TORCH_KINDS for s in self.stages):  # others never import torch (2 s per process)
             use_held_cpus()
         resources = Resources(RunConfig.model_validate_json(config_json))
         self.steps = [(name, STAGES[name](resources)) for name in self.stages]
@@ -168,7 +172,8 @@ def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfi
     if merged is None or "generate" in merged:
         return union([place(ds, stages, config) for ds, stages in parts])
     tagged = [
-        ds.map_batches(tagger(chain), batch_format="pyarrow") for (ds, _), chain in zip(parts, chains, strict=True)
+        ds.map_batches(tagger(chain), batch_format="pyarrow", concurrency=INPUT_TASKS)
+        for (ds, _), chain in zip(parts, chains, strict=True)
     ]
     placed = _place(union(tagged), merged, config, SharedRunner)
     return placed.map_batches(_untag, batch_format="pyarrow")
