@@ -23,7 +23,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from ray_jobs.common import report, use_held_cpus
-from ray_jobs.table_blocks import INPUT_TASKS
+from ray_jobs.table_blocks import input_tasks
 from t2rag.config import RunConfig
 from t2rag.resources import Resources
 from t2rag.stages import STAGES
@@ -171,8 +171,9 @@ def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfi
     merged = merged_chain(chains)
     if merged is None or "generate" in merged:
         return union([place(ds, stages, config) for ds, stages in parts])
+    bound = input_tasks()
     tagged = [
-        ds.map_batches(tagger(chain), batch_format="pyarrow", concurrency=INPUT_TASKS)
+        ds.map_batches(tagger(chain), batch_format="pyarrow", concurrency=bound)
         for (ds, _), chain in zip(parts, chains, strict=True)
     ]
     placed = _place(union(tagged), merged, config, SharedRunner)
