@@ -28,6 +28,7 @@ def test_embedding_actors_run_on_the_gpu_nodes(tiny_data, tmp_path):
     from ray.util.state import list_actors
 
     from ray_jobs.build_index import embed_corpus
+    from ray_jobs.table_blocks import input_tasks
     from t2rag.config import load_config
     from t2rag.resources import Resources
 
@@ -38,6 +39,7 @@ def test_embedding_actors_run_on_the_gpu_nodes(tiny_data, tmp_path):
     try:
         ray.init(address=cluster.address)
         ray.data.DataContext.get_current().enable_progress_bars = False
+        assert input_tasks() is None  # several nodes: input tasks as Ray Data chooses, unbounded by this machine
         config = load_config(
             None,
             {

@@ -20,6 +20,7 @@ import pytest
 from ray_jobs import evaluate
 from ray_jobs.evaluate import run_ray
 from ray_jobs.placement import merged_chain
+from ray_jobs.table_blocks import input_tasks
 from t2rag.config import load_config
 from t2rag.pipeline import local
 from t2rag.pipeline.local import run_local
@@ -259,6 +260,8 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
         generator={"preset": "smollm2-135m", "n_ctx": 4096},
         limit=2,
     )
+    # A one-node cluster declaring more logical CPUs than the cores: input tasks bounded by the cores.
+    assert input_tasks() == os.cpu_count() < ray_local.cluster_resources()["CPU"]
     work = plan_work(config, Resources(config).questions)
     assert sum(g.stages[-2:] == evaluate.ANSWER_TAIL for g in work) == 4  # pretrained_only and oracle share a chain
     placed: list[tuple[str, ...]] = []
