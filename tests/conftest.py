@@ -140,16 +140,15 @@ def finqa_embedded(sample, minilm):
 
     The passage vectors are those of the session's index of the corpus, embedded here unless an earlier test's run
     (the CLI's retrieval-only evaluation) already built it: embedding the corpus is half a minute on 2 cores."""
-    import numpy as np
-
     from t2rag.data import build_corpus
     from t2rag.retrieval.dense import DenseRetriever
+    from t2rag.stages.embed import vectors_of
 
     corpus = build_corpus(sample, "FinQA")
     retriever = DenseRetriever(minilm)
     retriever.index(corpus)
     stored = retriever.table.table.to_arrow().sort_by("doc")
-    passages = np.asarray(stored.column("vector").combine_chunks().flatten(), dtype=np.float32).reshape(len(corpus), -1)
+    passages = vectors_of(stored.column("vector"))
     questions = sample.subset("FinQA").table.column("question").to_pylist()
     return corpus, passages, questions, minilm.embed_queries(questions)
 
