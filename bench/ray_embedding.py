@@ -50,18 +50,10 @@ def main() -> None:
 
     from ray_jobs.local_cluster import local_cpus, start_local_cluster
     from t2rag.config import load_config
-    from t2rag.data import Corpus, build_corpora, load_questions
+    from t2rag.data import build_corpora, load_questions
     from t2rag.retrieval import Embedder, EmbedderConfig
 
-    questions = load_questions(None)
-    parts = list(build_corpora(questions).values())
-    corpus = Corpus(
-        "all",
-        tuple(c for p in parts for c in p.context_ids),
-        tuple(s for p in parts for s in p.subsets),
-        tuple(t for p in parts for t in p.texts),
-    )
-    texts = list(corpus.texts)
+    texts = [text for corpus in build_corpora(load_questions(None)).values() for text in corpus.texts]
     cores = os.cpu_count() or 1
     embedder = Embedder(EmbedderConfig(batch_size=args.batch_size))
     embedder.embed_passages(texts[:8])  # warm-up
