@@ -7,7 +7,7 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from ray_jobs.table_blocks import TableBlocks
+from ray_jobs.table_blocks import TableBlocks, dataset_from_table
 from tests.conftest import real_table
 
 
@@ -40,3 +40,13 @@ def test_an_empty_table_is_one_empty_block_and_a_bad_size_is_refused():
     assert len(blocks) == 1 and blocks[0].num_rows == 0 and blocks[0].schema == empty.schema
     with pytest.raises(ValueError, match="block_rows"):
         TableBlocks(empty, 0)
+
+
+def test_blocks_over_a_mebibyte_read_back_through_ray(ray_local):
+    """Ray Data treats read tasks over 1 MiB apart (it names their function in a warning): such blocks, as a batch
+    of long contexts makes, read back whole."""
+    table = real_table("FinQA")
+    half = table.num_rows // 2 + 1
+    assert table.slice(0, half).nbytes > 2**20
+    read = pa.concat_tables(ray_local.get(dataset_from_table(table, half).to_arrow_refs()))
+    assert read.sort_by("id").equals(table.sort_by("id"))
