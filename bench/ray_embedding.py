@@ -72,13 +72,16 @@ def main() -> None:
     same = float(np.max(np.abs(plain - distributed)))
     n, p = len(texts), min(plain_runs)
     r, first_s, first_rows = min(ray_runs)
-    steady = (n - first_rows) / (r - first_s)
     print(f"{n} contexts, batch {args.batch_size}, {cores} cores, all-MiniLM-L6-v2 (max 256 tokens)")
     print(f"plain encode : {n / p:7.1f} passages/s ({p:.1f} s)")
     print(f"ray pipeline : {n / r:7.1f} passages/s ({r:.1f} s, 1 actor with {cores} CPUs)")
     print(f"  first batch after {first_s:.1f} s ({first_rows} rows; actor start and model load)")
-    print(f"  steady     : {steady:7.1f} passages/s (after the first batch)")
-    print(f"ratio ray/plain: {p / r:.2f} end to end, {steady * p / n:.2f} steady")
+    if first_rows < n:
+        steady = (n - first_rows) / (r - first_s)
+        print(f"  steady     : {steady:7.1f} passages/s (after the first batch)")
+        print(f"ratio ray/plain: {p / r:.2f} end to end, {steady * p / n:.2f} steady")
+    else:  # one batch held every context: nothing came after it
+        print(f"ratio ray/plain: {p / r:.2f} end to end (no steady state: use a smaller --batch-size)")
     print(f"max |difference| of vectors {same:.1e}")
 
 
