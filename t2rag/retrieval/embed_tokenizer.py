@@ -2,7 +2,7 @@
 
 On Ray, tokenizing actors (CPUs only) hand ids to the embedding actors (GPUs), so a GPU never waits on a tokenizer
 (`ray_jobs.placement`). The ids are those the embedder would make itself: the same templates, tokenizer, window and
-character cut (`t2rag.retrieval.token_batches.tokenize`).
+character cut (`t2rag.retrieval.token_batches.WindowTokenizer`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from t2rag.retrieval.embedder import EmbedderConfig, resolve_model_path
-from t2rag.retrieval.token_batches import tokenize
+from t2rag.retrieval.token_batches import WindowTokenizer
 
 
 @lru_cache(maxsize=4)
@@ -49,10 +49,11 @@ class EmbedTokenizer:
         self.max_length = int(
             self.config.max_seq_length or sentence_transformers_window(path) or self.tokenizer.model_max_length
         )
+        self.window = WindowTokenizer(self.tokenizer, self.max_length)
         self.query_template, self.passage_template = self.config.templates()
 
     def passages(self, texts: Sequence[str]) -> list[list[int]]:
-        return tokenize(self.tokenizer, [self.passage_template.format(text=t) for t in texts], self.max_length)
+        return self.window([self.passage_template.format(text=t) for t in texts])
 
     def queries(self, texts: Sequence[str]) -> list[list[int]]:
-        return tokenize(self.tokenizer, [self.query_template.format(text=t) for t in texts], self.max_length)
+        return self.window([self.query_template.format(text=t) for t in texts])

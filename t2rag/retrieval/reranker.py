@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import Hits
-from t2rag.retrieval.embedder import default_device, resolve_model_path
+from t2rag.retrieval.embedder import default_device, model_dtype, resolve_model_path
 from t2rag.retrieval.ranking import top_n
 from t2rag.retrieval.token_batches import prefetched
 
@@ -43,10 +43,11 @@ def _load_cross_encoder(path: str, num_labels: int | None, max_length: int, devi
     import torch
     from sentence_transformers import CrossEncoder
 
-    kwargs: dict = {"max_length": max_length, "device": device}
-    dtype = dtype or ("bfloat16" if device.startswith("cuda") else None)
-    if dtype:
-        kwargs["model_kwargs"] = {"torch_dtype": getattr(torch, dtype)}
+    kwargs = {
+        "max_length": max_length,
+        "device": device,
+        "model_kwargs": {"torch_dtype": getattr(torch, model_dtype(device, dtype))},
+    }
     if not num_labels:
         return CrossEncoder(path, **kwargs)
     # A fresh scoring head is random: seed it so every process (driver, actors, replicas) builds the same one.

@@ -10,7 +10,7 @@ from t2rag.data import build_corpora
 from t2rag.retrieval import EmbedderConfig
 from t2rag.retrieval.embed_tokenizer import EmbedTokenizer
 from t2rag.retrieval.embedder import Embedder
-from t2rag.retrieval.token_batches import tokenize
+from t2rag.retrieval.token_batches import WindowTokenizer
 
 E5_STYLE = EmbedderConfig(query_template="query: {text}", passage_template="passage: {text}")
 
@@ -25,9 +25,9 @@ def test_ids_are_the_embedders_own_with_its_templates_and_window(minilm, texts):
     passages, questions = texts
     tokenizer = EmbedTokenizer(E5_STYLE)
     assert tokenizer.max_length == minilm.model.max_seq_length == 256  # read from sentence_bert_config.json
-    own = minilm.model.tokenizer
-    assert tokenizer.passages(passages) == tokenize(own, [f"passage: {t}" for t in passages], 256)
-    assert tokenizer.queries(questions) == tokenize(own, [f"query: {q}" for q in questions], 256)
+    own = WindowTokenizer(minilm.model.tokenizer, 256)
+    assert tokenizer.passages(passages) == own([f"passage: {t}" for t in passages])
+    assert tokenizer.queries(questions) == own([f"query: {q}" for q in questions])
     assert EmbedTokenizer(EmbedderConfig(max_seq_length=64)).max_length == 64
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from t2rag.data import build_corpora
 from t2rag.retrieval import Embedder, EmbedderConfig
-from t2rag.retrieval.token_batches import CHARS_PER_TOKEN_BOUND, pack, token_batches, tokenize
+from t2rag.retrieval.token_batches import CHARS_PER_TOKEN_BOUND, WindowTokenizer, pack, token_batches
 
 
 def _reference_ids(model, texts: list[str]) -> list[list[int]]:
@@ -28,7 +28,7 @@ def test_ids_equal_sentence_transformers_on_every_real_context(minilm, contexts,
     model = minilm.model
     model.max_seq_length = max_length
     try:
-        ours = tokenize(model.tokenizer, contexts, max_length)
+        ours = WindowTokenizer(model.tokenizer, max_length)(contexts)
         for start in range(0, len(contexts), 256):
             assert ours[start : start + 256] == _reference_ids(model, contexts[start : start + 256])
     finally:
@@ -47,7 +47,7 @@ def test_a_cut_that_would_change_the_ids_is_not_taken(minilm):
         "net income rose " * 50,  # an ordinary long text: the cut is safe
         "short",
     ]
-    ours = tokenize(tokenizer, texts, 16)
+    ours = WindowTokenizer(tokenizer, 16)(texts)
     full = tokenizer(texts, truncation=True, max_length=16)["input_ids"]
     assert ours == full
     cut_only = tokenizer([t[:bound] for t in texts], truncation=True, max_length=16)["input_ids"]
@@ -55,7 +55,7 @@ def test_a_cut_that_would_change_the_ids_is_not_taken(minilm):
 
 
 def test_batches_hold_every_row_once_within_the_budget(minilm, contexts):
-    rows = tokenize(minilm.model.tokenizer, contexts[:300], 256)
+    rows = WindowTokenizer(minilm.model.tokenizer, 256)(contexts[:300])
     positions = np.arange(1000, 1300)
     batches = list(pack(rows, positions, tokens_per_batch=2048, pad_id=0, token_types=True))
     seen = np.concatenate([b.rows for b in batches])
@@ -71,9 +71,40 @@ def test_batches_hold_every_row_once_within_the_budget(minilm, contexts):
     assert widths == sorted(widths, reverse=True)
 
 
-def test_chunks_tokenized_ahead_cover_every_text_in_order(minilm, contexts):
-    batches = list(token_batches(minilm.model.tokenizer, contexts[:130], 128, tokens_per_batch=4096, chunk_rows=50))
-    assert sorted(np.concatenate([b.rows for b in batches]).tolist()) == list(range(130))
+def test_the_shared_tokenizer_keeps_its_settings(minilm):
+    """The window is set on a copy: the tokenizer the model's own calls use is left as it was."""
+    backend = minilm.model.tokenizer.backend_tokenizer
+    before = (backend.truncation, backend.padding)
+    WindowTokenizer(minilm.model.tokenizer, 16)(["net income rose " * 50])
+    assert (backend.truncation, backend.padding) == before
+
+
+def test_a_slow_tokenizer_is_refused_with_what_to_do():
+    class Slow:
+        pad_token_id = 0
+
+    with pytest.raises(ValueError, match="tokenize_ahead: false"):
+        WindowTokenizer(Slow(), 16)
+
+
+class _Recording(WindowTokenizer):
+    """Notes how many texts each call tokenizes."""
+
+    def __call__(self, texts):
+        self.calls = [*getattr(self, "calls", []), len(texts)]
+        return super().__call__(texts)
+
+
+def test_chunks_grow_from_a_small_first_one_and_cover_every_text(minilm, sample):
+    """The model starts after 512 texts, not a whole chunk; then chunks double up to chunk_rows."""
+    questions = sample.table.column("question").to_pylist()[:1800]
+    window = _Recording(minilm.model.tokenizer, 128)
+    batches = list(token_batches(window, questions, tokens_per_batch=4096, chunk_rows=1024))
+    assert window.calls == [512, 1024, 264]
+    assert sorted(np.concatenate([b.rows for b in batches]).tolist()) == list(range(1800))
+    small = _Recording(minilm.model.tokenizer, 128)
+    assert len(list(token_batches(small, questions[:130], tokens_per_batch=4096, chunk_rows=50))) >= 3
+    assert small.calls == [50, 50, 30]
 
 
 def test_tokenizing_ahead_gives_the_same_vectors_and_rankings(minilm, sample):
