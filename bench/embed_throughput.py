@@ -152,7 +152,7 @@ def cell(model: str, name: str, length: int, args, contexts: list[str], question
     st = Embedder(EmbedderConfig(**common, tokenize_ahead=False, batch_size=args.st_batch))
     budget = {"tokens_per_batch": args.tokens_per_batch} if args.tokens_per_batch else {}
     ahead = Embedder(EmbedderConfig(**common, tokenize_ahead=True, **budget))
-    default = Embedder(EmbedderConfig(**common, **budget))
+    default = Embedder(EmbedderConfig(**common))  # only to learn which path this device takes
     out = {"model": name, "max_length": length, "dtype": str(next(st.model.parameters()).dtype)}
     out["project_path"] = "tokenize_ahead" if default.tokenize_ahead else "sentence_transformers"
     for kind, texts, queries in (("contexts", contexts, False), ("queries", questions, True)):
