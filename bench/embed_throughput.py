@@ -6,6 +6,7 @@ on whatever device is present.
     python bench/embed_throughput.py --models e5-large --contexts 4 --questions 16   # e5-large on CPU (slow)
     python bench/embed_throughput.py --contexts 20000 --questions 20000 --models e5-large --lengths 512   # a GPU
     python bench/embed_throughput.py --json                         # the figures as one JSON document
+    python bench/embed_throughput.py --tokenizer-only --contexts 5000 --questions 20000   # no model
 
 - **model alone**: token ids made beforehand (not timed), length-sorted, `--model-batch` rows per batch, already on
   the device; only the forward passes are timed. The ceiling for this model, dtype and device.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -133,9 +135,8 @@ def through(embedder, texts: list[str], queries: bool) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
-def tokenizer_alone(embedder, texts: list[str]) -> float:
-    """Texts per second of the tokenize-ahead path's tokenizer alone (best of two passes after a warm-up)."""
-    window = embedder.window
+def tokenizer_alone(window, texts: list[str]) -> float:
+    """Texts per second of a `WindowTokenizer` alone (best of two passes after a warm-up)."""
     window(texts[:256])
     best = float("inf")
     for _ in range(2):
@@ -176,7 +177,7 @@ def cell(model: str, name: str, length: int, args, contexts: list[str], question
     for kind, texts, queries in (("contexts", contexts, False), ("queries", questions, True)):
         tokens_per_text = real_tokens(st, texts) / len(texts)
         alone = model_alone(st, texts, args.model_batch)
-        tokenizer = tokenizer_alone(ahead, texts)
+        tokenizer = tokenizer_alone(ahead.window, texts)
         rates = {"sentence_transformers": through(st, texts, queries), "tokenize_ahead": through(ahead, texts, queries)}
         project = rates[out["project_path"]]
         out[kind] = {
@@ -189,6 +190,25 @@ def cell(model: str, name: str, length: int, args, contexts: list[str], question
             "project_over_model": round(project / alone, 3),
         }
     return out
+
+
+def tokenizer_rows(tokenizer_dir: str, lengths: list[int], contexts: list[str], questions: list[str]) -> list[dict]:
+    """The tokenizer alone at each window, cutting as it does by default and checking cuts through offsets."""
+    from transformers import AutoTokenizer
+
+    from t2rag.retrieval.token_batches import WindowTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    rows = []
+    for length in lengths:
+        for kind, texts in (("contexts", contexts), ("queries", questions)):
+            window = WindowTokenizer(tokenizer, length)
+            row = {"max_length": length, "texts": f"{len(texts)} {kind}", "cut": window.cut}
+            row["per_s"] = round(tokenizer_alone(window, texts), 1)
+            window.cut = "offsets"
+            row["offsets_cut_per_s"] = round(tokenizer_alone(window, texts), 1)
+            rows.append(row)
+    return rows
 
 
 def table(result: dict) -> str:
@@ -231,6 +251,7 @@ def main() -> None:
     parser.add_argument(
         "--offsets-cut", action="store_true", help="check cuts through token offsets (other tokenizers' way)"
     )
+    parser.add_argument("--tokenizer-only", action="store_true", help="the tokenizer alone, no model")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
     args = parser.parse_args()
 
@@ -243,6 +264,15 @@ def main() -> None:
     }
     offline = args.minilm or resolve_model_path("all-MiniLM-L6-v2")
     tokenizer = args.tokenizer or offline
+    if args.tokenizer_only:
+        lengths = [int(x) for x in args.lengths.split(",")]
+        rows = tokenizer_rows(tokenizer, lengths, contexts, questions)
+        lines = ["| tokens | texts | cut | texts/s | texts/s, cuts checked by offsets |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {r['max_length']} | {r['texts']} | {r['cut']} | {r['per_s']} | {r['offsets_cut_per_s']} |" for r in rows
+        ]
+        print(json.dumps({"cpus": os.cpu_count(), "tokenizer": rows}, indent=2) if args.json else "\n".join(lines))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             if name == "minilm" and Path(offline).is_dir():
