@@ -11,7 +11,7 @@ words at spaces and normalize without looking across them (BERT's WordPiece, Sen
 cut before the last run of spaces within the bound: the words before a space tokenize the same whatever follows it,
 so a cut text whose ids fill the model's window has the full text's ids. Other tokenizers are cut at the bound, and a
 cut text's ids are kept only when its last kept token ends before its last whitespace (read from the token offsets,
-which cost the Rust tokenizer about a fifth of its time). Either way a cut text that does not fill the window is
+which take the Rust tokenizer a fifth to a quarter of its time). Either way a cut text that does not fill the window is
 tokenized again in full.
 """
 
