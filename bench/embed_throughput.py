@@ -205,7 +205,7 @@ def tokenizer_rows(tokenizer_dir: str, lengths: list[int], contexts: list[str], 
             window = WindowTokenizer(tokenizer, length)
             row = {"max_length": length, "texts": f"{len(texts)} {kind}", "cut": window.cut}
             row["per_s"] = round(tokenizer_alone(window, texts), 1)
-            window.cut = "offsets"
+            window.cut = window.cut and "offsets"  # never a cut where there was none (left truncation)
             row["offsets_cut_per_s"] = round(tokenizer_alone(window, texts), 1)
             rows.append(row)
     return rows
