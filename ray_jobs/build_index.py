@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ray_jobs.common import init_ray
+from ray_jobs.common import init_ray, log_stage_lines, stage_meter
 from ray_jobs.placement import place
 from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
@@ -130,6 +130,8 @@ def embed_corpora(config: RunConfig, corpora: list[Corpus]) -> Iterator[tuple[in
 
 
 def main(argv: list[str] | None = None) -> int:
+    import ray
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True)
     args = parser.parse_args(argv)
@@ -137,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     quiet_libraries()
     config = load_config(args.config)
     init_ray(config.ray)
+    meter = stage_meter()  # held for the job; the embedding actors report to it
     for entry in build_indexes(config):
         print(entry)
+    log_stage_lines(ray.get(meter.report.remote()))
     return 0
 
 

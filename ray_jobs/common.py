@@ -88,15 +88,26 @@ class StageMeter:
 
 
 def stage_meter():
-    """The job's StageMeter actor (created on first use, shared by name)."""
+    """The job's StageMeter actor, shared by name: created by the job's driver, which holds it for the job (the
+    actor lives as long as its creator holds a handle)."""
     import ray
 
     return ray.remote(num_cpus=0)(StageMeter).options(name=METER_NAME, get_if_exists=True, lifetime=None).remote()
 
 
 def report(stage: str, rows: int, seconds: float) -> None:
+    """Send a stage's rows and busy seconds to the job's meter, when the job runs one.
+
+    A worker never creates the meter: one created here would be owned by this call and die with it, so every batch
+    would start (and lose) a meter process of its own, about a second of CPU each."""
+    import ray
+
     try:
-        stage_meter().add.remote(stage, rows, seconds)
+        meter = ray.get_actor(METER_NAME)
+    except ValueError:  # no meter: the job does not read stage figures
+        return
+    try:
+        meter.add.remote(stage, rows, seconds)
     except Exception:  # progress reporting must never fail a batch
         logging.getLogger(__name__).debug("stage meter unavailable", exc_info=True)
 

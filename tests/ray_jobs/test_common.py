@@ -1,0 +1,39 @@
+"""ray_jobs.common on a local cluster: workers report to the job's stage meter and never start one."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ray_jobs.common import report, stage_meter
+
+pytestmark = pytest.mark.slow
+
+
+def _meters(ray) -> list[str]:
+    """The states of every StageMeter actor the cluster has had, dead ones included."""
+    from ray._private.state import actors
+
+    return [a["State"] for a in actors().values() if a["ActorClassName"].endswith("StageMeter")]
+
+
+def _report_from_a_worker(ray, rows: int) -> None:
+    ray.get(ray.remote(num_cpus=0)(report).remote("embed_passages", rows, 0.25))
+
+
+def test_workers_report_to_the_jobs_meter_and_never_start_one(ray_local):
+    _report_from_a_worker(ray_local, 64)
+    _report_from_a_worker(ray_local, 64)
+    assert _meters(ray_local) == []  # no job meter: the figures are dropped, no actor started for them
+
+    meter = stage_meter()
+    _report_from_a_worker(ray_local, 64)
+    _report_from_a_worker(ray_local, 32)
+    deadline = time.monotonic() + 30
+    while (stats := ray_local.get(meter.report.remote())).get("embed_passages", {}).get("rows", 0) < 96:
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.1)
+    assert stats["embed_passages"]["rows"] == 96
+    assert stats["embed_passages"]["busy_s"] == pytest.approx(0.5)
+    assert _meters(ray_local) == ["ALIVE"]  # the driver's own, the only one
