@@ -16,6 +16,7 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -46,13 +47,17 @@ def start_local_cluster(**init_kwargs: Any) -> None:
     os.environ.setdefault(WORKER_NICENESS_ENV, "0")
     ray_constants.ENABLE_RAY_CLUSTER = False
     before = {p.pid for p in psutil.Process().children()}
-    ray.init(include_dashboard=False, **init_kwargs)
-    started = [str(p.pid) for p in psutil.Process().children() if p.pid not in before]  # GCS, raylet, monitors
-    _reaper = subprocess.Popen(
-        [sys.executable, "-m", "ray_jobs.reaper", *started],
-        stdin=subprocess.PIPE,
-        start_new_session=True,  # Ctrl-C in the terminal must not reach it: it acts when this process is gone
-    )
+    with warnings.catch_warnings():
+        # A process that has used LanceDB warns in every child it forks; these children exec at once (Ray's servers,
+        # the reaper) and never touch LanceDB's runtime.
+        warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)
+        ray.init(include_dashboard=False, **init_kwargs)
+        started = [str(p.pid) for p in psutil.Process().children() if p.pid not in before]  # GCS, raylet, monitors
+        _reaper = subprocess.Popen(
+            [sys.executable, "-m", "ray_jobs.reaper", *started],
+            stdin=subprocess.PIPE,
+            start_new_session=True,  # Ctrl-C in the terminal must not reach it: it acts when this process is gone
+        )
 
 
 def stop_local_cluster() -> None:
