@@ -103,11 +103,9 @@ def report(stage: str, rows: int, seconds: float) -> None:
     import ray
 
     try:
-        meter = ray.get_actor(METER_NAME)
+        ray.get_actor(METER_NAME).add.remote(stage, rows, seconds)
     except ValueError:  # no meter: the job does not read stage figures
         return
-    try:
-        meter.add.remote(stage, rows, seconds)
     except Exception:  # progress reporting must never fail a batch
         logging.getLogger(__name__).debug("stage meter unavailable", exc_info=True)
 
