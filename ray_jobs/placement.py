@@ -73,6 +73,8 @@ KINDS = {
 
 #: The pool kinds whose stages run torch models.
 TORCH_KINDS = frozenset({"embed", "rerank"})
+#: The pool kinds whose stages run the Rust tokenizers (the torch kinds tokenize unless a tokenizing pool did).
+TOKENIZING_KINDS = TORCH_KINDS | {"tokenize"}
 
 #: The CPU stage that makes an embedding stage's token ids.
 TOKENIZER_OF = {"embed_queries": "tokenize_queries", "embed_passages": "tokenize_passages"}
@@ -108,8 +110,9 @@ class StageRunner:
     stages: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config_json: str):
-        if any(KINDS.get(s) in TORCH_KINDS for s in self.stages):  # others never import torch (2 s per process)
-            use_held_cpus()
+        kinds = {KINDS.get(s) for s in self.stages}
+        if kinds & TOKENIZING_KINDS:  # the others never import torch (2 s per process)
+            use_held_cpus(torch_threads=bool(kinds & TORCH_KINDS))
         resources = Resources(RunConfig.model_validate_json(config_json))
         self.steps = [(name, STAGES[name](resources)) for name in self.stages]
 

@@ -54,6 +54,7 @@ class RayConfig(BaseModel):
     #: Tokenize for the embedder on CPU actors in front of the embedding actors, so a GPU never waits on a
     #: tokenizer. None: when embedding actors hold GPUs.
     tokenize_on_cpu: bool | None = None
+    #: Each holds 1 CPU and tokenizes on one thread (about 2,300 contexts/s at 256 tokens, 1,150 at 512).
     tokenize_actors: int = Field(2, ge=1)
     retrieve_actors: int = Field(1, ge=1)
     retrieve_batch_size: int = Field(256, ge=1)

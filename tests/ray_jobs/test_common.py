@@ -1,12 +1,13 @@
-"""ray_jobs.common on a local cluster: workers report to the job's stage meter and never start one."""
+"""ray_jobs.common on a local cluster: the stage meter, and the threads a worker runs."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
-from ray_jobs.common import report, stage_meter
+from ray_jobs.common import report, stage_meter, use_held_cpus
 
 pytestmark = pytest.mark.slow
 
@@ -37,3 +38,17 @@ def test_workers_report_to_the_jobs_meter_and_never_start_one(ray_local):
     assert stats["embed_passages"]["rows"] == 96
     assert stats["embed_passages"]["busy_s"] == pytest.approx(0.5)
     assert _meters(ray_local) == ["ALIVE"]  # the driver's own, the only one
+
+
+def test_a_worker_sizes_its_tokenizer_threads_by_the_cpus_it_holds(ray_local):
+    """RAYON_NUM_THREADS (read by the Rust tokenizers when their pool starts) is the CPUs the actor holds, unless the
+    user set it."""
+
+    @ray_local.remote(num_cpus=1)
+    class Worker:
+        def threads(self) -> tuple[int, str]:
+            return use_held_cpus(torch_threads=False), os.environ["RAYON_NUM_THREADS"]
+
+    assert ray_local.get(Worker.remote().threads.remote()) == (1, "1")
+    users = Worker.options(runtime_env={"env_vars": {"RAYON_NUM_THREADS": "3"}}).remote()
+    assert ray_local.get(users.threads.remote()) == (1, "3")

@@ -74,7 +74,7 @@ def test_chains_merge_into_one_pass_in_the_order_rows_meet_the_stages():
 @pytest.fixture
 def no_cluster(monkeypatch):
     """Runners called in this process: no Ray worker to size, no meter to report to."""
-    monkeypatch.setattr(placement, "use_held_cpus", lambda: 1)
+    monkeypatch.setattr(placement, "use_held_cpus", lambda torch_threads: 1)
     monkeypatch.setattr(placement, "report", lambda *args: None)
 
 
