@@ -62,9 +62,9 @@ def held_cpus() -> int:
 def use_held_cpus(torch_threads: bool) -> int:
     """Give this worker's intra-op thread pools as many threads as the CPUs Ray assigned it and return that number.
 
-    The Rust tokenizers' pool (rayon) otherwise takes every core of the node, whatever the actor holds: two
-    tokenizing actors of 1 CPU each ran 2 x 192 threads on a p5.48xlarge. Rayon reads RAYON_NUM_THREADS when it
-    starts its pool, at the process's first tokenizing call, so this runs before any (a user's own setting wins).
+    The Rust tokenizers' pool (rayon) otherwise starts a thread per core of the node, whatever the actor holds (192
+    on a p5.48xlarge). Rayon reads RAYON_NUM_THREADS when it starts its pool, at the process's first tokenizing
+    call, so this runs before any (a user's own setting wins).
     With `torch_threads`, torch too: Ray sets OMP_NUM_THREADS from the CPUs, but torch in a Ray worker was seen
     running 2 threads under OMP_NUM_THREADS=1, so the count is set explicitly (importing torch costs a process
     without a model about 2 s, hence the flag)."""
