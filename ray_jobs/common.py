@@ -51,16 +51,9 @@ def init_ray(cfg: RayConfig) -> None:
     )
 
 
-def held_cpus() -> int:
-    """The CPUs Ray assigned this worker, as a thread count: at most the machine's cores, at least one."""
-    import ray
-
-    held = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
-    return max(1, min(int(held), os.cpu_count() or 1))
-
-
 def use_held_cpus(torch_threads: bool) -> int:
-    """Give this worker's intra-op thread pools as many threads as the CPUs Ray assigned it and return that number.
+    """Give this worker's intra-op thread pools as many threads as the CPUs Ray assigned it (at most the machine's
+    cores, at least one) and return that number.
 
     The Rust tokenizers' pool (rayon) otherwise starts a thread per core of the node, whatever the actor holds (192
     on a p5.48xlarge). Rayon reads RAYON_NUM_THREADS when it starts its pool, at the process's first tokenizing
@@ -68,7 +61,10 @@ def use_held_cpus(torch_threads: bool) -> int:
     With `torch_threads`, torch too: Ray sets OMP_NUM_THREADS from the CPUs, but torch in a Ray worker was seen
     running 2 threads under OMP_NUM_THREADS=1, so the count is set explicitly (importing torch costs a process
     without a model about 2 s, hence the flag)."""
-    threads = held_cpus()
+    import ray
+
+    held = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+    threads = max(1, min(int(held), os.cpu_count() or 1))
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
     if torch_threads:
         import torch
