@@ -1,13 +1,15 @@
 """Passage embedding throughput: the Ray Data actor pool of ray_jobs.build_index versus plain
 SentenceTransformer.encode in one process, on the same contexts, measured in one run.
 
-Usage: python bench/ray_embedding.py [--batch-size 64] [--repeats 2]
+Usage: python bench/ray_embedding.py [--batch-size 64] [--repeats 2] [--contexts N]
 The Ray figure is end to end (dataset creation, actor start, model load in the actor, transfer of the vectors
 back) through the placement ray_jobs.build_index uses. The steady-state figure is the rate between the first batch
 back (actor start and model load come with it) and the last but one: Ray Data hands a batch back once the actor has
 finished the next one, so the last two arrive together. Plain encode is timed twice: with the model already loaded
 in this process, and in a fresh process that imports sentence-transformers and loads the model first, as a
 single-process index build does (the Ray actor pays both too). Compare the ratios, not absolute speeds.
+`--contexts N` embeds the bundled contexts repeated to N (default: each once, 573), to see how the actor's fixed
+start-up weighs on a larger corpus.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--contexts", type=int, default=None, help="the bundled contexts repeated to this many")
     args = parser.parse_args()
 
     import ray
@@ -83,6 +86,8 @@ def main() -> None:
     from t2rag.retrieval import Embedder, EmbedderConfig
 
     texts = [text for corpus in build_corpora(load_questions(None)).values() for text in corpus.texts]
+    if args.contexts:
+        texts = [texts[i % len(texts)] for i in range(args.contexts)]
     cores = os.cpu_count() or 1
     fresh_s = min(time_in_fresh_process(texts, args.batch_size) for _ in range(args.repeats))
     embedder = Embedder(EmbedderConfig(batch_size=args.batch_size))

@@ -94,7 +94,7 @@ def main() -> None:
         "data": {"source": mini_layout(work / "data", args.contexts)},
         "methods": ["bm25", "base"],
         "retrieval_only": True,
-        "ray": {"block_rows": args.block_rows},
+        "ray": {"retrieve_block_rows": args.block_rows},
     }
     LocalEngine(load_config(None, {**fields, "out": str(work / "warm")})).run()  # builds the indexes, untimed
     product = evaluate.dataset_from_table

@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--methods", default="bm25,base,hybrid_bm25,hybrid_rrf")
     parser.add_argument("--embed-batch-size", type=int, default=None, help="rows per query-embedding call on Ray")
     parser.add_argument("--embed-cpus", type=int, default=None, help="CPUs (threads) of that actor")
+    parser.add_argument("--retrieve-block-rows", type=int, default=None, help="rows per input block on Ray")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
 
@@ -48,7 +49,11 @@ def main() -> None:
 
     methods = args.methods.split(",")
     work = tempfile.mkdtemp()
-    ray_fields = {"embed_cpus": args.embed_cpus, "embed_batch_size": args.embed_batch_size}
+    ray_fields = {
+        "embed_cpus": args.embed_cpus,
+        "embed_batch_size": args.embed_batch_size,
+        "retrieve_block_rows": args.retrieve_block_rows,
+    }
     ray_fields = {k: v for k, v in ray_fields.items() if v is not None}  # None: the product's defaults
     base = {"methods": methods, "retrieval_only": True, "ray": ray_fields}
     LocalEngine(load_config(None, {**base, "out": f"{work}/warm"})).run()  # builds the indexes

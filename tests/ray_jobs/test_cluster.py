@@ -117,7 +117,7 @@ def test_ray_job_submit_runs_the_evaluation(ray_head, tiny_data, tmp_path):
                 "retrieval_only": True,
                 "engine": "ray",
                 "out": str(out),
-                "ray": {"block_rows": 8},
+                "ray": {"retrieve_block_rows": 8},
             }
         )
     )

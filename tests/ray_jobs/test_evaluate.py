@@ -34,7 +34,8 @@ pytestmark = pytest.mark.slow
 
 
 def _config(source, out, **fields):
-    base = {"data": {"source": source}, "out": str(out), "ray": {"block_rows": 8, "retrieve_batch_size": 16}}
+    ray = {"block_rows": 8, "retrieve_block_rows": 8, "retrieve_batch_size": 16}
+    base = {"data": {"source": source}, "out": str(out), "ray": ray}
     # Short contexts keep SmolLM2's prompts small on 2 CPU cores.
     base["prompts"] = {"max_context_chars": 500}
     base.update(fields)
@@ -219,7 +220,7 @@ def test_cpu_actors_tokenize_for_gpu_embedding_actors(ray_local, tiny_data, tmp_
     """Embedding actors that hold a (declared) GPU get their token ids from CPU actors in front of them, for the
     corpus, its chunks (hybrid_meta's chunked dense) and the questions; each engine builds its own tables, and the
     rankings are the single process's."""
-    gpu = {"block_rows": 8, "embed_gpus": 1, "embed_cpus": 1}
+    gpu = {"retrieve_block_rows": 8, "embed_gpus": 1, "embed_cpus": 1}
 
     def config(engine: str, **extra):
         index = {"index_uri": str(tmp_path / engine / "lancedb")}
@@ -259,6 +260,7 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
         methods=["pretrained_only", "oracle", "bm25", "base", "hyde"],
         generator={"preset": "smollm2-135m", "n_ctx": 4096},
         limit=2,
+        ray={"block_rows": 2, "retrieve_block_rows": 16},
     )
     # A one-node cluster declaring more logical CPUs than the cores: input tasks bounded by the cores.
     assert input_tasks() == os.cpu_count() < ray_local.cluster_resources()["CPU"]
@@ -274,7 +276,18 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
         return place_together(parts, cfg)
 
     monkeypatch.setattr(evaluate, "place_together", record_together)
+    blocks: list[tuple[int, int]] = []
+    from_table = evaluate.dataset_from_table
+
+    def record_blocks(table, block_rows):
+        blocks.append((table.num_rows, block_rows))
+        return from_table(table, block_rows)
+
+    monkeypatch.setattr(evaluate, "dataset_from_table", record_blocks)
     evaluate.placed_work(config, work)  # lazy: places the stages, runs nothing
+    # Rows that generate come in small blocks (the unit of resume), rows that only retrieve in large ones.
+    assert blocks == [(g.rows.num_rows, 2 if "generate" in g.stages else 16) for g in work]
+    assert {size for _, size in blocks} == {2, 16}
     assert [stages for stages in placed if stages] == [("hyde_prompts", "generate"), evaluate.ANSWER_TAIL]
     retrieval_only, answered = together
     assert merged_chain(retrieval_only) == ("embed_queries", "retrieve")  # bm25 and base rows share the retriever
