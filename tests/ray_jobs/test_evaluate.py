@@ -286,8 +286,11 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
     monkeypatch.setattr(evaluate, "dataset_from_table", record_blocks)
     evaluate.placed_work(config, work)  # lazy: places the stages, runs nothing
     # Rows that generate come in small blocks (the unit of resume), rows that only retrieve in large ones.
-    assert blocks == [(g.rows.num_rows, 2 if "generate" in g.stages else 16) for g in work]
-    assert {size for _, size in blocks} == {2, 16}
+    assert [rows for rows, _ in blocks] == [g.rows.num_rows for g in work]
+    sizes = {g.stages: size for g, (_, size) in zip(work, blocks, strict=True)}
+    assert sizes[("retrieve",)] == sizes[("embed_queries", "retrieve")] == 16  # bm25 and base, unsampled questions
+    answered = [size for stages, size in sizes.items() if stages[-2:] == evaluate.ANSWER_TAIL]
+    assert len(answered) == 4 and set(answered) == {2}
     assert [stages for stages in placed if stages] == [("hyde_prompts", "generate"), evaluate.ANSWER_TAIL]
     retrieval_only, answered = together
     assert merged_chain(retrieval_only) == ("embed_queries", "retrieve")  # bm25 and base rows share the retriever
