@@ -56,7 +56,8 @@ def placed_work(config: RunConfig, work: list[WorkGroup]):
         answers = group.stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL
         chain = group.stages[: -len(ANSWER_TAIL)] if answers else group.stages
         cut = _after_last_generation(chain)
-        ds = place(dataset_from_table(group.rows, input_block_rows(group.stages, config)), chain[:cut], config)
+        block_rows = config.ray.block_rows if group.generates else config.ray.retrieve_block_rows
+        ds = place(dataset_from_table(group.rows, block_rows), chain[:cut], config)
         (answering if answers else retrieval_only).append((ds, chain[cut:]))
     out = []
     if retrieval_only:
@@ -65,12 +66,6 @@ def placed_work(config: RunConfig, work: list[WorkGroup]):
         prompts = place_together(answering, config).map_batches(to_answer_inputs, batch_format="pyarrow")
         out.append(place(prompts, ANSWER_TAIL, config).map_batches(to_records, batch_format="pyarrow"))
     return union(out)
-
-
-def input_block_rows(stages: tuple[str, ...], config: RunConfig) -> int:
-    """Rows per input block of a group: small where its rows generate, large where they only retrieve (as the
-    single-process engine's blocks)."""
-    return config.ray.block_rows if "generate" in stages else config.ray.retrieve_block_rows
 
 
 def _after_last_generation(chain: tuple[str, ...]) -> int:

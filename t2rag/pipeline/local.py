@@ -58,11 +58,10 @@ class LocalEngine:
             return finish_run(self.config, self.log, started, "local", self.resources.data_description())
 
     def run_group(self, group: WorkGroup) -> None:
-        generates = "generate" in group.stages
-        size = self.generate_block_rows() if generates else RETRIEVE_BLOCK_ROWS
+        size = self.generate_block_rows() if group.generates else RETRIEVE_BLOCK_ROWS
         total = group.rows.num_rows
         methods = ", ".join(dict.fromkeys(group.rows.column("method").to_pylist()))
-        progress = Progress(f"{'generate' if generates else 'retrieve'}: {methods}", total)
+        progress = Progress(f"{'generate' if group.generates else 'retrieve'}: {methods}", total)
         for start in range(0, total, size):
             batch = group.rows.slice(start, size)
             done = f"{start + batch.num_rows}/{total}"

@@ -41,6 +41,11 @@ class WorkGroup:
     stages: tuple[str, ...]
     rows: pa.Table
 
+    @property
+    def generates(self) -> bool:
+        """Whether its rows go through a generator (answers or HyDE queries): slow rows, streamed in small blocks."""
+        return "generate" in self.stages
+
 
 def sample_questions(table: pa.Table, n: int | None, seed: int) -> pa.Table:
     """A seeded sample of n rows per subset, kept in data order; the same seed always picks the same ids."""
