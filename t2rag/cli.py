@@ -182,13 +182,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from t2rag.report import write_report
+    from t2rag.storage import read_bytes
 
     written = write_report(args.run_dir, args.out, args.paper)
     if args.json:
         print_json(written)
-    else:
-        for name, path in written.items():
-            print(f"{name}: {path}")
+        return 0
+    if "paper_comparison" in written:
+        print(f"The paper beside this run ({written['paper_comparison']}):\n")
+        print(read_bytes(written["paper_comparison"]).decode())
+    for name, path in written.items():
+        print(f"{name}: {path}")
     return 0
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pyarrow as pa
 
+from t2rag.cli import main
 from t2rag.config import load_config
 from t2rag.metrics.summary import wilson_interval
 from t2rag.pipeline.local import run_local
@@ -84,5 +86,37 @@ def test_report_has_intervals_curves_the_paper_beside_and_plots(tmp_path) -> Non
         compared = list(csv.DictReader(f))
     assert {(r["method"], r["metric"]) for r in compared} == {
         ("bm25 (not in the paper)", "mrr@3"),
+        ("bm25 (not in the paper)", "recall@1"),
+        ("bm25 (not in the paper)", "recall@3"),
         ("Oracle Context", "number_match"),
     }
+    oracle = next(r for r in compared if r["method"] == "Oracle Context" and r["subset"] == "FinQA")
+    assert float(oracle["paper Llama 3.3 70B"]) == 79.4 and float(oracle["run - paper QwQ 32B"]) == -47.4
+
+
+def test_report_prints_the_paper_beside_a_real_run(capsys, tmp_path) -> None:
+    """A retrieval run of the bundled sample: every compared cell of a paper method has the paper's value for both
+    generators, under the list of setting differences, printed by `t2rag report`."""
+    fields = {"methods": ["bm25", "base", "hybrid_bm25"], "retrieval_only": True, "out": str(tmp_path)}
+    result = run_local(load_config(None, fields))
+    assert main(["report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "embedder all-MiniLM-L6-v2 (paper: intfloat/multilingual-e5-large-instruct)" in out
+    assert "FinQA: dev split(s), 883 questions over 299 contexts (paper: all splits, 8,281 over 2,789)" in out
+    assert "subsets FinQA, TAT-DQA (paper: also ConvFinQA, VQAonBD;" in out
+
+    with open(tmp_path / "report" / "paper_comparison.csv") as f:
+        rows = list(csv.DictReader(f))
+    paper_columns = ["paper Llama 3.3 70B", "run - paper Llama 3.3 70B", "paper QwQ 32B", "run - paper QwQ 32B"]
+    ours = [r for r in rows if r["method"] in ("Base-RAG", "Hybrid BM25")]
+    assert len(ours) == 2 * 3 * 3  # two methods x (FinQA, TAT-DQA, weighted) x (MRR@3, R@1, R@3)
+    assert all(r[c] != "" for r in ours for c in paper_columns)
+    base_finqa = next(
+        r for r in ours if r["method"] == "Base-RAG" and r["subset"] == "FinQA" and r["metric"] == "mrr@3"
+    )
+    run_value = result["methods"]["base"]["subsets"]["FinQA"]["mrr@3"]
+    assert float(base_finqa["run"]) == run_value and float(base_finqa["paper Llama 3.3 70B"]) == 38.7
+    assert float(base_finqa["run - paper Llama 3.3 70B"]) == round(run_value - 38.7, 2)
+    assert {r["subset"] for r in ours} == {"FinQA", "TAT-DQA", "W. Avg of FinQA, TAT-DQA"}
+    assert all(r[c] == "" for r in rows if r["method"].startswith("bm25") for c in paper_columns)
+    assert re.search(r"\| Hybrid BM25 +\| W\. Avg of FinQA, TAT-DQA +\| mrr@3", out)
