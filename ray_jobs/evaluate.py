@@ -24,7 +24,8 @@ import time
 
 from ray_jobs.build_index import build_indexes
 from ray_jobs.common import log_stage_lines, ray_session, stage_meter
-from ray_jobs.placement import place, place_together, union
+from ray_jobs.placement import place, place_together, split_chain, union
+from ray_jobs.preflight import require_fit
 from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
 from t2rag.methods import ANSWER_TAIL
@@ -53,12 +54,10 @@ def placed_work(config: RunConfig, work: list[WorkGroup]):
     embedding pool per kind of row and one generator (one vLLM engine, or one pool of model-holding actors)."""
     retrieval_only, answering = [], []
     for group in work:
-        answers = group.stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL
-        chain = group.stages[: -len(ANSWER_TAIL)] if answers else group.stages
-        cut = _after_last_generation(chain)
+        own, rest, answers = split_chain(group.stages)
         block_rows = config.ray.block_rows if group.generates else config.ray.retrieve_block_rows
-        ds = place(dataset_from_table(group.rows, block_rows), chain[:cut], config)
-        (answering if answers else retrieval_only).append((ds, chain[cut:]))
+        ds = place(dataset_from_table(group.rows, block_rows), own, config)
+        (answering if answers else retrieval_only).append((ds, rest))
     out = []
     if retrieval_only:
         out.append(place_together(retrieval_only, config).map_batches(to_records, batch_format="pyarrow"))
@@ -68,19 +67,16 @@ def placed_work(config: RunConfig, work: list[WorkGroup]):
     return union(out)
 
 
-def _after_last_generation(chain: tuple[str, ...]) -> int:
-    """Where a chain's own placement ends: after its last `generate` (0 when it generates nothing)."""
-    generations = [i for i, name in enumerate(chain) if name == "generate"]
-    return generations[-1] + 1 if generations else 0
-
-
 def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
-    """Run the evaluation on Ray and return the same summary as the single-process engine."""
+    """Run the evaluation on Ray and return the same summary as the single-process engine; a run whose pools
+    cannot be placed on the cluster is refused first (`ray_jobs.preflight.PlacementError`)."""
     started = time.time()
     stages = StageLog()
     resources = Resources(config, log=stages)
-    with claim_run(config, resources.questions, overwrite) as done, ray_session(config.ray):
-        return _run(config, resources, started, done)
+    with ray_session(config.ray):
+        require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
+        with claim_run(config, resources.questions, overwrite) as done:
+            return _run(config, resources, started, done)
 
 
 def _run(config: RunConfig, resources: Resources, started: float, done: set[tuple[str, str]]) -> dict:

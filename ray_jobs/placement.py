@@ -18,13 +18,14 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import pyarrow as pa
 
 from ray_jobs.common import report, use_held_cpus
 from ray_jobs.table_blocks import input_tasks
 from t2rag.config import RunConfig
+from t2rag.methods import ANSWER_TAIL
 from t2rag.resources import Resources
 from t2rag.stages import STAGES
 from t2rag.stages.base import groups
@@ -165,14 +166,29 @@ def merged_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     return tuple(sorted({s for c in chains for s in c}, key=ORDER.__getitem__))
 
 
-def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfig):
-    """One dataset of the (dataset, stages) parts, each row through its own stages, every stage placed once.
+def split_chain(stages: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """A group's stages as (its own placement, the part placed together with other groups, whether it answers):
+    its own placement runs up to its last generation before the answering tail (HyDE's query)."""
+    answers = stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL
+    chain = stages[: -len(ANSWER_TAIL)] if answers else stages
+    generations = [i for i, name in enumerate(chain) if name == "generate"]
+    cut = generations[-1] + 1 if generations else 0
+    return chain[:cut], chain[cut:], answers
 
-    Chains with `generate` (vLLM's processor cannot let rows pass by), or that cannot share one pass over the
-    stages, are placed apart."""
-    chains = [with_cpu_tokenizing(stages, config) for _, stages in parts]
+
+def shared_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The one chain the rows of `chains` pass through together, or None when they are placed apart: a chain with
+    `generate` (vLLM's processor cannot let rows pass by), or chains that cannot share one pass over the stages."""
     merged = merged_chain(chains)
-    if merged is None or "generate" in merged:
+    return None if merged is None or "generate" in merged else merged
+
+
+def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfig):
+    """One dataset of the (dataset, stages) parts, each row through its own stages, every stage placed once where
+    they can share (`shared_chain`), else each part apart."""
+    chains = [with_cpu_tokenizing(stages, config) for _, stages in parts]
+    merged = shared_chain(chains)
+    if merged is None:
         return union([place(ds, stages, config) for ds, stages in parts])
     bound = input_tasks()
     tagged = [
@@ -201,22 +217,47 @@ def union(datasets: list):
     return datasets[0].union(*datasets[1:]) if len(datasets) > 1 else datasets[0]
 
 
+@dataclass(frozen=True)
+class Step:
+    """How one segment of consecutive stages is placed: Ray Data's vLLM processor, plain tasks (the stages hold
+    nothing), or an actor pool per shard."""
+
+    segment: tuple[str, ...]
+    how: Literal["vllm", "tasks", "actors"]
+    pool: Pool | None = None  # actors only
+    shards: int = 1
+
+
+def steps(stages: tuple[str, ...], config: RunConfig) -> list[Step]:
+    """The placement of each segment of `stages` (already with their tokenizing stages, see `place`)."""
+    out = []
+    for segment in segments(stages):
+        if segment == ("generate",) and config.generator is not None and config.generator.engine == "vllm":
+            out.append(Step(segment, "vllm"))
+        elif not any(STAGES[s].stateful for s in segment):
+            out.append(Step(segment, "tasks"))
+        else:
+            pool = pool_for(KINDS.get(segment[0], "light"), config)
+            out.append(Step(segment, "actors", pool, len(shard_configs(segment, config))))
+    return out
+
+
 def _place(ds, stages: tuple[str, ...], config: RunConfig, base: type[StageRunner]):
     import ray
 
     config_json = config.model_dump_json()
-    for segment in segments(stages):
-        if segment == ("generate",) and config.generator is not None and config.generator.engine == "vllm":
+    for step in steps(stages, config):
+        if step.how == "vllm":
             from t2rag.generation.vllm_ray import build_vllm_processor
 
             ds = build_vllm_processor(config.generator)(ds)
             continue
-        runner = runner_class(segment, base)
-        if not any(STAGES[s].stateful for s in segment):
+        runner = runner_class(step.segment, base)
+        if step.how == "tasks":
             ds = ds.map_batches(lambda b, r=runner: r(config_json)(b), batch_format="pyarrow")
             continue
-        pool = pool_for(KINDS.get(segment[0], "light"), config)
-        for part in shard_configs(segment, config):
+        pool = step.pool
+        for part in shard_configs(step.segment, config):
             # Ray Data restarts a dead pool actor and retries its batch (max_restarts=-1, max_task_retries=-1).
             ds = ds.map_batches(
                 runner,

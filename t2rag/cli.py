@@ -180,6 +180,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from ray_jobs.preflight import cluster_file_target, live_target, local_target, make_plan, render
+    from t2rag.config import load_config
+
+    overrides: dict = {}
+    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v is not None}
+    if data:
+        overrides["data"] = data
+    if args.price_per_gpu_hour is not None:
+        overrides["estimate"] = {"price_per_gpu_hour": args.price_per_gpu_hour}
+    config = load_config(args.config, overrides)
+    if args.cluster:
+        from ray_jobs.cluster_file import check_cluster_file
+
+        for problem in check_cluster_file(args.cluster):
+            print(f"t2rag: warning: {args.cluster}: {problem}", file=sys.stderr)
+        target = cluster_file_target(args.cluster, args.max_workers)
+    elif args.address:
+        target = live_target(args.address)
+    else:
+        target = local_target(config)
+    plan = make_plan(config, target)
+    if args.json:
+        print_json(plan.to_dict())
+    else:
+        print(render(plan))
+    if plan.refusal:
+        print(f"t2rag: error: {plan.refusal}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from t2rag.report import write_report
     from t2rag.storage import read_bytes
@@ -289,6 +321,19 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--overwrite", action="store_true", help="replace results of a different config in --out")
     ev.add_argument("--json", action="store_true")
     ev.set_defaults(func=cmd_eval)
+
+    pl = commands.add_parser(
+        "plan", help="a run's work, pools, fit on a cluster and time/GPU-hour estimate, before anything runs"
+    )
+    pl.add_argument("--config", default=None, help="YAML run config")
+    add_data_args(pl)
+    target = pl.add_mutually_exclusive_group()
+    target.add_argument("--cluster", default=None, help="a Ray cluster launcher file: plan against its largest size")
+    target.add_argument("--address", default=None, help="a running Ray cluster (e.g. ray://head:10001 or auto)")
+    pl.add_argument("--max-workers", type=int, default=None, help="with --cluster: at most this many worker nodes")
+    pl.add_argument("--price-per-gpu-hour", type=float, default=None, help="price of one GPU-hour, for the cost")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(func=cmd_plan)
 
     rep = commands.add_parser("report", help="paper-shaped tables and plots from a run's records")
     rep.add_argument("run_dir", help="a run's output directory (local or s3://)")

@@ -67,7 +67,25 @@ class RayConfig(BaseModel):
     rerank_gpus: float = Field(0.0, ge=0)
     rerank_batch_size: int = Field(64, ge=1)
     generate_actors: int = Field(1, ge=1)  # llama.cpp / HTTP engines; vLLM uses the generator's replicas
+    #: Before loading anything, refuse a run whose pools cannot all be placed on the cluster (ray_jobs.preflight).
+    #: Turn off on a cluster that autoscales from nodes this driver cannot see (KubeRay without a launcher file).
+    check_placement: bool = True
     generate_batch_size: int = Field(8, ge=1)
+
+
+class EstimateConfig(BaseModel):
+    """What `t2rag plan` assumes where it estimates tokens, time and cost; nothing here changes a result."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Characters per generator token: the paper's Table 2 mean Llama 3.3 tokens per context over the same
+    #: contexts' mean characters (t2rag.workload).
+    chars_per_token: float = Field(4.71, gt=0)
+    #: Output tokens of one answer; None: the generator's entry in the rates file.
+    answer_tokens: int | None = Field(None, ge=1)
+    #: A throughput file in the layout of t2rag/reference/rates.yaml (None: that file).
+    rates: str | None = None
+    price_per_gpu_hour: float | None = Field(None, ge=0)
 
 
 class RunConfig(BaseModel):
@@ -88,6 +106,7 @@ class RunConfig(BaseModel):
     out: str = "runs/latest"
     engine: Literal["local", "ray"] = "local"
     ray: RayConfig = RayConfig()
+    estimate: EstimateConfig = EstimateConfig()
 
     @field_validator("generator", mode="before")
     @classmethod
@@ -122,30 +141,14 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location or the engine)."""
-        payload = self.model_dump(exclude={"out", "engine", "name", "ray"})
+        payload = self.model_dump(exclude={"out", "engine", "name", "ray", "estimate"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:
-    """Read a YAML run config (or start from defaults) and apply nested overrides."""
-    raw: dict = {}
-    if path is not None:
-        try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such config file") from None
-        except IsADirectoryError:
-            raise ConfigError(f"{path}: is a directory, not a config file") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({_yaml_reason(exc)})") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: a run config is a mapping of fields")
-    if isinstance(raw.get("generator"), str):  # a preset name in the file can still take flag overrides
-        raw["generator"] = {"preset": raw["generator"]}
+    """Read a YAML run config (or start from defaults) and apply nested overrides. A file may name another with
+    `extends: FILE` (relative to itself): its fields are the other file's, with its own on top."""
+    raw = _read_config(Path(path), ()) if path is not None else {}
     merged = _merge(raw, overrides or {})
     try:
         return RunConfig.model_validate(merged)
@@ -153,6 +156,32 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "config"
         raise ConfigError(f"{path or 'config'}: {where}: {first['msg']}") from exc
+
+
+def _read_config(path: Path, seen: tuple[Path, ...]) -> dict:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({_yaml_reason(exc)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a run config is a mapping of fields")
+    if isinstance(raw.get("generator"), str):  # a preset name in the file can still take overrides
+        raw["generator"] = {"preset": raw["generator"]}
+    base = raw.pop("extends", None)
+    if base is None:
+        return raw
+    parent = (path.parent / str(base)).resolve()
+    if parent in seen or parent == path.resolve():
+        raise ConfigError(f"{path}: extends {base}, which extends it back")
+    return _merge(_read_config(parent, (*seen, path.resolve())), raw)
 
 
 def _yaml_reason(exc: yaml.YAMLError) -> str:

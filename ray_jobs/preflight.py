@@ -1,0 +1,347 @@
+"""A run's plan before any GPU-second is spent: its work, its pools on Ray, whether they fit a cluster, and what it
+will take. `t2rag plan` prints it; `t2rag eval --engine ray` and `ray_jobs.evaluate` check the fit against the
+cluster they run on before loading any model or building any index.
+
+Nothing here loads a model: the work comes from the core plan and the data (`t2rag.workload`), the pools from the
+functions that place them (`ray_jobs.pools`), the cluster from Ray (`capacity.live_nodes`) or a launcher file
+(`cluster_file.nodes_of`), and the estimate from throughputs with named sources (`t2rag.rates`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ray_jobs.capacity import Fit, Node, describe, fit, live_nodes, totals
+from ray_jobs.pools import PoolSpec, run_pools
+from t2rag.config import RunConfig
+from t2rag.errors import T2RagError
+from t2rag.methods import get_method
+from t2rag.pipeline.plan import WorkGroup, plan_work
+from t2rag.rates import Rates, load_rates
+from t2rag.resources import Resources
+from t2rag.tables import markdown_table
+from t2rag.workload import Workload, measure_workload
+
+#: The launcher writes the cluster file here on the head; a driver there (`ray job submit`) plans against the
+#: largest cluster the autoscaler may start, not only the nodes up now.
+BOOTSTRAP_FILE = Path("~/ray_bootstrap_config.yaml").expanduser()
+#: Output tokens when neither the config nor the rates name an answer length.
+DEFAULT_ANSWER_TOKENS = 150
+
+
+class PlacementError(T2RagError):
+    """The run's pools cannot be placed on the cluster."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The cluster a plan is checked against."""
+
+    description: str
+    nodes: list[Node]
+
+
+@dataclass
+class PoolTime:
+    pool: PoolSpec
+    seconds: float | None  # None: no rate known for its model
+    note: str
+
+
+@dataclass
+class Estimate:
+    pools: list[PoolTime]
+    phases: dict[str, float | None]  # seconds of wall time per phase
+    gpu_hours: float | None
+    price_per_gpu_hour: float | None
+    sources: dict[str, str] = field(default_factory=dict)  # model -> where its figures come from
+
+    @property
+    def wall_s(self) -> float | None:
+        values = list(self.phases.values())
+        return None if any(v is None for v in values) else sum(values)
+
+    @property
+    def cost(self) -> float | None:
+        if self.gpu_hours is None or self.price_per_gpu_hour is None:
+            return None
+        return self.gpu_hours * self.price_per_gpu_hour
+
+
+@dataclass
+class RunPlan:
+    config: RunConfig
+    data: dict
+    workload: Workload
+    pools: list[PoolSpec]
+    target: Target
+    fits: dict[str, Fit]  # phase (or "index: <pool>") -> outcome
+    estimate: Estimate
+
+    @property
+    def refusal(self) -> str | None:
+        return next((f.message() for f in self.fits.values() if not f.fits), None)
+
+    def model_loads(self) -> dict[str, int]:
+        loads: dict[str, int] = {}
+        for pool in self.pools:
+            if pool.model:
+                loads[pool.model] = loads.get(pool.model, 0) + pool.model_loads
+        return loads
+
+    def to_dict(self) -> dict:
+        return {
+            "config": self.config.name,
+            "data": self.data,
+            "workload": self.workload.to_dict(),
+            "pools": [p.to_dict() for p in self.pools],
+            "model_loads": self.model_loads(),
+            "target": {"description": self.target.description, "nodes": [asdict(n) for n in self.target.nodes]},
+            "fits": self.refusal is None,
+            "refusal": self.refusal,
+            "estimate": {
+                "pools": [
+                    {
+                        "stages": list(t.pool.stages),
+                        "role": t.pool.role,
+                        "phase": t.pool.phase,
+                        "seconds": t.seconds,
+                        "note": t.note,
+                    }
+                    for t in self.estimate.pools
+                ],
+                "phases_s": self.estimate.phases,
+                "wall_s": self.estimate.wall_s,
+                "gpu_hours": self.estimate.gpu_hours,
+                "price_per_gpu_hour": self.estimate.price_per_gpu_hour,
+                "cost": self.estimate.cost,
+                "sources": self.estimate.sources,
+            },
+        }
+
+
+def local_target(config: RunConfig) -> Target:
+    """The local cluster `t2rag eval --engine ray` would start on this machine."""
+    from ray_jobs.local_cluster import local_cpus
+
+    cpus = float(config.ray.num_cpus or local_cpus())
+    gpus = float(config.ray.num_gpus or 0)
+    return Target(f"a local cluster on this machine ({cpus:g} CPUs, {gpus:g} GPUs)", [Node("local", cpus, gpus)])
+
+
+def cluster_file_target(path: str, max_workers: int | None = None) -> Target:
+    from ray_jobs.cluster_file import load_cluster_file, nodes_of
+
+    nodes = nodes_of(load_cluster_file(path), max_workers)
+    workers = len(nodes) - 1
+    return Target(f"{path} at its largest ({workers} worker node(s); {_sizes(nodes)})", nodes)
+
+
+def live_target(address: str | None = None) -> Target:
+    """The cluster at `address` (or the one this process is connected to)."""
+    import ray
+
+    connected = ray.is_initialized()
+    if not connected:
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    try:
+        nodes = live_nodes()
+    finally:
+        if not connected:
+            ray.shutdown()
+    return Target(f"the cluster at {address or 'this process'} ({len(nodes)} node(s) up; {_sizes(nodes)})", nodes)
+
+
+def _sizes(nodes: list[Node]) -> str:
+    t = totals(nodes)
+    return f"{t['CPU']:g} CPUs and {t['GPU']:g} GPUs in all"
+
+
+def make_plan(config: RunConfig, target: Target, resources: Resources | None = None, done=None) -> RunPlan:
+    """The plan of `config` on `target`: the work left (after `done`), pools, fit and estimate."""
+    resources = resources or Resources(config)
+    rates = load_rates(config.estimate.rates)
+    work = plan_work(config, resources.questions, done)
+    workload = measure_workload(config, resources, work, _answer_tokens(config, rates))
+    pools = pools_of(config, resources, work)
+    return RunPlan(
+        config,
+        resources.data_description(),
+        workload,
+        pools,
+        target,
+        check_fit(pools, target.nodes),
+        estimate(config, pools, workload, rates),
+    )
+
+
+def pools_of(config: RunConfig, resources: Resources, work: list[WorkGroup]) -> list[PoolSpec]:
+    corpora = 1 if config.data.pooled_corpus else len(resources.questions.subsets)
+    dense = any("embed_queries" in get_method(m).stages for m in config.methods)
+    return run_pools(config, work, corpora, dense)
+
+
+def check_fit(pools: list[PoolSpec], nodes: list[Node]) -> dict[str, Fit]:
+    """The evaluation's pools all at once; each index pool on its own (they are placed one after another)."""
+    out = {f"index: {describe(p)}": fit([p], nodes) for p in pools if p.phase == "index"}
+    evaluate = [p for p in pools if p.phase == "evaluate"]
+    if evaluate:
+        out["evaluate"] = fit(evaluate, nodes)
+    return out
+
+
+def require_fit(config: RunConfig, resources: Resources) -> None:
+    """Refuse, before any model is loaded, a Ray run whose pools cannot be placed on the connected cluster (or,
+    on a launcher-started head, on the largest cluster its autoscaler may start)."""
+    if not config.ray.check_placement:
+        return
+    bootstrap = os.environ.get("T2RAG_CLUSTER_FILE") or (str(BOOTSTRAP_FILE) if BOOTSTRAP_FILE.exists() else None)
+    nodes = cluster_file_target(bootstrap).nodes if bootstrap else live_nodes()
+    pools = pools_of(config, resources, plan_work(config, resources.questions))
+    for outcome in check_fit(pools, nodes).values():
+        if not outcome.fits:
+            raise PlacementError(outcome.message())
+
+
+def _answer_tokens(config: RunConfig, rates: Rates) -> int:
+    if config.estimate.answer_tokens:
+        return config.estimate.answer_tokens
+    rate = rates.generators.get(config.generator.model) if config.generator else None
+    return rate.answer_tokens if rate else DEFAULT_ANSWER_TOKENS
+
+
+def estimate(config: RunConfig, pools: list[PoolSpec], workload: Workload, rates: Rates) -> Estimate:
+    """Seconds per pool from its work and rates; the index phase's pools one after another, the evaluation's
+    at once (its slowest pool, plus the slowest model load); GPU-hours as GPUs held for those times."""
+    times = [_pool_time(p, config, workload, rates) for p in pools]
+    phases: dict[str, float | None] = {}
+    gpu_seconds: float | None = 0.0
+    index = [t for t in times if t.pool.phase == "index"]
+    if index:
+        known = all(t.seconds is not None for t in index)
+        phases["index"] = sum(t.seconds for t in index) if known else None
+        if known and gpu_seconds is not None:
+            gpu_seconds += sum(t.seconds * t.pool.actors * t.pool.gpus for t in index)
+    evaluate = [t for t in times if t.pool.phase == "evaluate"]
+    if evaluate:
+        known = all(t.seconds is not None for t in evaluate)
+        wall = max(t.seconds for t in evaluate) if known else None
+        phases["evaluate"] = wall
+        if wall is None:
+            gpu_seconds = None
+        elif gpu_seconds is not None:
+            gpu_seconds += wall * sum(t.pool.actors * t.pool.gpus for t in evaluate)
+    if any(v is None for v in phases.values()):
+        gpu_seconds = None
+    sources = {}
+    for p in pools:
+        rate = _rate_of(p, config, rates)
+        if rate is not None:
+            sources[p.model] = rate.source
+    return Estimate(
+        times,
+        phases,
+        None if gpu_seconds is None else gpu_seconds / 3600,
+        config.estimate.price_per_gpu_hour,
+        sources,
+    )
+
+
+def _rate_of(pool: PoolSpec, config: RunConfig, rates: Rates):
+    if pool.model is None:
+        return None
+    if pool.role in ("answers", "hyde", "summaries"):
+        return rates.generators.get(pool.model)
+    if pool.role in ("queries", "passages"):
+        return rates.embedders.get(pool.model)
+    if pool.role == "rerank":
+        return rates.rerankers.get(pool.model)
+    return None
+
+
+def _pool_time(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Rates) -> PoolTime:
+    if pool.model is None:
+        return PoolTime(pool, 0.0, "CPU work, not estimated (seconds at these sizes)")
+    rate = _rate_of(pool, config, rates)
+    if rate is None:
+        return PoolTime(pool, None, f"no rate for {pool.model}: add it to a rates file (estimate.rates)")
+    load = rate.load_s * pool.placements
+    if pool.role in ("answers", "hyde", "summaries"):
+        g = workload.total(pool.role)
+        scale = pool.actors * (pool.gpus if rate.device == "gpu" else 1.0)  # GPU rates are per GPU of a replica
+        seconds = (g.prompt_tokens / rate.prompt_tokens_per_s + g.output_tokens / rate.output_tokens_per_s) / scale
+        note = f"{g.prompts:,} prompts, {g.prompt_tokens:,} prompt + {g.output_tokens:,} output tokens"
+        return PoolTime(pool, seconds + load, note)
+    per_actor = pool.gpus if pool.gpus else pool.cpus
+    if pool.role == "rerank":
+        pairs = sum(m.reranked_pairs for m in workload.methods)
+        speed = (rate.gpu_pairs_per_s if pool.gpus else rate.cpu_pairs_per_s) * per_actor * pool.actors
+        return PoolTime(pool, pairs / speed + load, f"{pairs:,} pairs")
+    speed = (rate.gpu_tokens_per_s if pool.gpus else rate.cpu_tokens_per_s) * per_actor * pool.actors
+    if pool.role == "passages":
+        tokens = sum(n * min(workload.passage_tokens[k], rate.window) for k, n in workload.passages.items())
+        note = f"{sum(workload.passages.values()):,} passages"
+    else:
+        queries = workload.query_embeddings()
+        tokens = queries * min(workload.question_tokens, rate.window)
+        note = f"{queries:,} questions"
+    return PoolTime(pool, tokens / speed + load, note)
+
+
+def render(plan: RunPlan) -> str:
+    """The plan as text: work, pools, model loads, fit and estimate."""
+    w = plan.workload
+    lines = [f"Plan of '{plan.config.name}' as a Ray run (nothing is loaded or run)", "", "Data:"]
+    for name, d in plan.data["subsets"].items():
+        lines.append(
+            f"- {name}: {', '.join(d['splits']) or '?'}; {d['questions']:,} questions, {d['contexts']:,} contexts"
+        )
+    rows = [
+        [m.method, m.subset, m.retrievals, m.dense_queries, m.reranked_pairs, m.hyde.prompts + m.answers.prompts,
+         m.hyde.prompt_tokens + m.answers.prompt_tokens, m.hyde.output_tokens + m.answers.output_tokens]
+        for m in w.methods
+    ]  # fmt: skip
+    for corpus, g in w.summaries.items():
+        rows.append(["(context summaries)", corpus, 0, 0, 0, g.prompts, g.prompt_tokens, g.output_tokens])
+    header = ["method", "subset", "ranked", "embedded", "reranked pairs", "prompts", "prompt tokens", "output tokens"]
+    lines += ["", f"Work (tokens estimated at {w.chars_per_token:g} characters per token):", "",
+              markdown_table(header, rows)]  # fmt: skip
+    if w.passages:
+        lines.append("Passages to embed (skipped where an index already holds them): "
+                     + ", ".join(f"{k} {n:,}" for k, n in w.passages.items()))  # fmt: skip
+    pool_rows = [
+        [p.phase, p.role, "+".join(p.stages), p.engine, p.model or "-", p.actors, p.cpus, p.gpus,
+         p.tensor_parallel if p.engine == "vllm" else "-", p.model_loads]
+        for p in plan.pools
+    ]  # fmt: skip
+    lines += ["", "Pools (index pools run one after another; evaluation pools all at once):", "",
+              markdown_table(["phase", "role", "stages", "engine", "model", "actors", "CPU each", "GPU each",
+                              "TP", "model loads"], pool_rows)]  # fmt: skip
+    lines += ["", "Model loads: " + (", ".join(f"{m} x{n}" for m, n in plan.model_loads().items()) or "none")]
+    lines += ["", f"Target: {plan.target.description}"]
+    refusal = plan.refusal
+    lines.append(f"Fits: {'yes' if refusal is None else 'NO: ' + refusal}")
+    e = plan.estimate
+    lines += ["", "Estimate (no prefix-cache reuse assumed, so prefill is an upper bound):"]
+    for t in e.pools:
+        if t.pool.model:
+            took = "unknown" if t.seconds is None else _duration(t.seconds)
+            lines.append(f"- {t.pool.phase} {t.pool.role} ({t.pool.model}, {t.pool.actors} x): {took}; {t.note}")
+    for phase, seconds in e.phases.items():
+        lines.append(f"- {phase} phase: {'unknown' if seconds is None else _duration(seconds)}")
+    if e.wall_s is not None:
+        cost = f", {e.cost:,.0f} at {e.price_per_gpu_hour:g} per GPU-hour" if e.cost is not None else ""
+        lines.append(f"- wall time {_duration(e.wall_s)}, {e.gpu_hours:,.1f} GPU-hours held by the pools{cost}")
+    lines += ["", "Rates assumed (estimate.rates overrides them):"]
+    lines += [f"- {model}: {source}" for model, source in e.sources.items()]
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

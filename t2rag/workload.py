@@ -1,0 +1,176 @@
+"""What a run asks of its models, counted from the data before anything runs: questions to retrieve for, prompts to
+generate and their tokens, contexts to embed and summarise.
+
+Counts come from the core plan (`plan_work`), so a resumed run counts only what is left. Token counts are
+estimates: characters of the real prompts (built by `Prompts` from the real questions and the corpus's mean context
+length) divided by `chars_per_token`. The default is calibrated on the paper's Table 2: its mean Llama 3.3 token
+counts per context over the same contexts' mean characters (4.71 for FinQA and for TAT-DQA).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyarrow.compute as pc
+
+from t2rag.config import RunConfig
+from t2rag.methods import get_method
+from t2rag.pipeline.plan import WorkGroup
+from t2rag.prompts import Prompts
+from t2rag.resources import Resources
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Prompts of one kind sent to the generator, with their estimated tokens."""
+
+    prompts: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Generation) -> Generation:
+        return Generation(
+            self.prompts + other.prompts,
+            self.prompt_tokens + other.prompt_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class MethodWork:
+    """One method on one subset: questions it ranks and prompts it generates."""
+
+    method: str
+    subset: str
+    retrievals: int  # questions ranked
+    dense_queries: int  # of those, questions embedded for a dense search
+    reranked_pairs: int  # (question, context) pairs a cross-encoder scores
+    hyde: Generation = field(default_factory=Generation)  # hypothetical documents
+    answers: Generation = field(default_factory=Generation)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything a run will compute, before it runs."""
+
+    methods: list[MethodWork]
+    summaries: dict[str, Generation]  # corpus -> one summary per context
+    passages: dict[str, int]  # corpus -> contexts to embed (for dense methods)
+    passage_tokens: dict[str, float]  # corpus -> mean estimated tokens per context
+    question_tokens: float  # mean estimated tokens per question
+    chars_per_token: float
+
+    def total(self, kind: str) -> Generation:
+        """All prompts of one kind: "answers", "hyde" or "summaries"."""
+        parts = list(self.summaries.values()) if kind == "summaries" else [getattr(m, kind) for m in self.methods]
+        return sum(parts, Generation())
+
+    def query_embeddings(self) -> int:
+        """Questions a query encoder embeds: once per question for every method searching with the question
+        itself (a block embeds a question once for them all), plus HyDE's documents."""
+        per_subset: dict[str, int] = {}
+        for m in self.methods:
+            if m.hyde.prompts == 0:
+                per_subset[m.subset] = max(per_subset.get(m.subset, 0), m.dense_queries)
+        return sum(per_subset.values()) + sum(m.dense_queries for m in self.methods if m.hyde.prompts)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGroup], answer_tokens: int) -> Workload:
+    """The workload of the planned rows `work` (see `t2rag.pipeline.plan.plan_work`); each answer is assumed to
+    be `answer_tokens` long (at most the generator's `max_tokens`)."""
+    chars_per_token = config.estimate.chars_per_token
+    prompts = resources.prompts
+    if config.generator is not None:
+        answer_tokens = min(answer_tokens, config.generator.sampling.max_tokens)
+    k = config.retrieval.k
+    corpora = {s: resources.corpus(s if not config.data.pooled_corpus else None) for s in resources.questions.subsets}
+    clipped = {s: _mean_clipped(c.texts, prompts) for s, c in corpora.items()}
+    summary_chars = prompts.config.summary_max_tokens * chars_per_token
+
+    def tokens(chars: float) -> int:
+        return round(chars / chars_per_token)
+
+    hyde_overhead = _chars(prompts.hyde(""))
+    cells: dict[tuple[str, str], dict] = {}
+    for group in work:
+        answering = group.stages[-1] == "parse_answers"
+        for (method_name, subset), rows in _by_method_and_subset(group):
+            method = get_method(method_name)
+            cell = cells.setdefault((method_name, subset), _empty_cell())
+            n = rows.num_rows
+            question_chars = int(pc.sum(pc.utf8_length(rows.column("question"))).as_py() or 0)
+            if method.retrieves:
+                cell["retrievals"] += n
+                cell["dense"] += n if "embed_queries" in method.stages else 0
+                cell["pairs"] += n * config.retrieval.reranker.pool_factor * k if "rerank" in method.stages else 0
+            if "generate" in method.stages:
+                chars = n * hyde_overhead + question_chars
+                cell["hyde"] += Generation(n, tokens(chars), n * prompts.config.hyde_max_tokens)
+            if answering:
+                read = {"none": 0.0, "gold": clipped[subset], "retrieved_context": k * clipped[subset],
+                        "retrieved_summary": k * summary_chars}[method.reads]  # fmt: skip
+                # Contexts enter the prompt by characters only: k stand-ins of the mean length.
+                contexts = [] if method.reads == "none" else ["x" * round(read)]
+                chars = n * _chars(prompts.answer("", contexts)) + question_chars
+                cell["answers"] += Generation(n, tokens(chars), n * answer_tokens)
+    methods = [
+        MethodWork(
+            method=m,
+            subset=s,
+            retrievals=c["retrievals"],
+            dense_queries=c["dense"],
+            reranked_pairs=c["pairs"],
+            hyde=c["hyde"],
+            answers=c["answers"],
+        )
+        for (m, s), c in cells.items()
+    ]
+    summaries, passages = {}, {}
+    for name in config.methods:
+        method = get_method(name)
+        if method.index_texts == "summary":
+            overhead = _chars(prompts.summarize(""))
+            for s, corpus in corpora.items():
+                n = len(corpus)
+                chars = n * (overhead + clipped[s])
+                summaries[corpus.name] = Generation(n, tokens(chars), n * prompts.config.summary_max_tokens)
+        if "embed_queries" in method.stages:
+            for corpus in corpora.values():
+                passages[f"{corpus.name}/{method.index_texts}"] = len(corpus)
+    passage_tokens = {
+        f"{c.name}/{t}": (clipped[s] if t == "context" else summary_chars) / chars_per_token
+        for s, c in corpora.items()
+        for t in ("context", "summary")
+        if f"{c.name}/{t}" in passages
+    }
+    scored = resources.questions.scored()
+    question_chars = pc.mean(pc.utf8_length(scored.column("question"))).as_py() or 0.0
+    return Workload(methods, summaries, passages, passage_tokens, question_chars / chars_per_token, chars_per_token)
+
+
+def _empty_cell() -> dict:
+    return {"retrievals": 0, "dense": 0, "pairs": 0, "hyde": Generation(), "answers": Generation()}
+
+
+def _by_method_and_subset(group: WorkGroup):
+    rows = group.rows
+    keys = pc.binary_join_element_wise(rows.column("method"), rows.column("subset"), "\x00")
+    for key in dict.fromkeys(keys.to_pylist()):
+        method, subset = key.split("\x00")
+        yield (method, subset), rows.filter(pc.equal(keys, key))
+
+
+def _chars(messages) -> int:
+    return sum(len(m["content"]) for m in messages)
+
+
+def _mean_clipped(texts: list[str], prompts: Prompts) -> float:
+    """Mean characters of a context as a prompt shows it (clipped to `max_context_chars`)."""
+    if not texts:
+        return 0.0
+    limit = prompts.config.max_context_chars
+    return float(np.mean([min(len(t), limit) for t in texts]))
