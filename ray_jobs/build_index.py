@@ -9,6 +9,7 @@ the indexes; an index whose table already holds the corpus (same fingerprint and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import time
 from collections.abc import Iterator
@@ -16,7 +17,8 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ray_jobs.common import init_ray, log_stage_lines, stage_meter
+from ray_jobs.common import init_ray, log_stage_lines, read_meter, stage_meter
+from ray_jobs.generator_service import GeneratorService
 from ray_jobs.placement import place
 from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
@@ -33,14 +35,17 @@ from t2rag.stages.embed import vectors_of
 log = logging.getLogger("t2rag.progress")
 
 
-def summarize_contexts(config: RunConfig, resources: Resources) -> None:
-    """Generate and store the summaries of every corpus a summary-indexed method searches (Ray generates them)."""
-    if not any(get_method(m).index_texts == "summary" for m in config.methods):
-        return
+def needs_summaries(config: RunConfig) -> bool:
+    return any(get_method(m).index_texts == "summary" for m in config.methods)
 
-    def generate(rows: pa.Table) -> pa.Table:
-        ds = place(dataset_from_table(rows, config.ray.block_rows), ("generate",), config)
-        return pa.Table.from_pylist(ds.select_columns(["doc", "raw_output", "generation_error"]).take_all())
+
+def summarize_contexts(config: RunConfig, resources: Resources, service: GeneratorService) -> None:
+    """Generate and store the summaries of every corpus a summary-indexed method searches, on the run's generator
+    service (stored batch by batch as they finish)."""
+
+    def generate(rows: pa.Table) -> Iterator[pa.Table]:
+        ds = place(dataset_from_table(rows, config.ray.block_rows), ("generate",), config, service)
+        yield from ds.iter_batches(batch_format="pyarrow", batch_size=None)
 
     for subset in resources.questions.subsets:
         start = time.perf_counter()
@@ -63,11 +68,16 @@ def tables_to_index(config: RunConfig, resources: Resources) -> list[DensePassag
     return list(seen.values())
 
 
-def build_indexes(config: RunConfig, resources: Resources | None = None) -> list[dict]:
+def build_indexes(
+    config: RunConfig, resources: Resources | None = None, service: GeneratorService | None = None
+) -> list[dict]:
     """Embed and store every table the run needs that is not indexed yet (contexts, or their chunks). The missing
-    tables are embedded in one pass through one actor pool (one model load), each stored as soon as it is whole."""
+    tables are embedded in one pass through one actor pool (one model load), each stored as soon as it is whole.
+    Context summaries are generated first, on `service` (the run's generator; without one, a service of its own)."""
     resources = resources or Resources(config)
-    summarize_contexts(config, resources)
+    if needs_summaries(config):
+        with contextlib.nullcontext(service) if service else GeneratorService(config) as generator:
+            summarize_contexts(config, resources, generator)
     store = VectorStore(config.retrieval.index_uri, config.retrieval.ann)
     out, missing = [], []
     for plan in tables_to_index(config, resources):
@@ -130,7 +140,6 @@ def embed_corpora(config: RunConfig, corpora: list[Corpus]) -> Iterator[tuple[in
 
 
 def main(argv: list[str] | None = None) -> int:
-    import ray
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True)
@@ -142,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     meter = stage_meter()  # held for the job; the embedding actors report to it
     for entry in build_indexes(config):
         print(entry)
-    log_stage_lines(ray.get(meter.report.remote()))
+    log_stage_lines(read_meter(meter))
     return 0
 
 

@@ -75,7 +75,7 @@ def totals(nodes: list[Node]) -> dict[str, float]:
 
 def demand(pools: list[PoolSpec]) -> dict[str, float]:
     return {
-        "CPU": sum(p.actors * p.cpus + p.side_cpus for p in pools) + TASK_CPUS,
+        "CPU": sum(p.actors * p.cpus for p in pools) + TASK_CPUS,
         "GPU": sum(p.actors * p.gpus for p in pools),
     }
 
@@ -88,8 +88,6 @@ def fit(pools: list[PoolSpec], nodes: list[Node]) -> Fit:
         groups = max(1, round(pool.gpus / pool.tensor_parallel)) if pool.engine == "vllm" and pool.gpus else 1
         for _ in range(pool.actors):
             units += [(pool, pool.cpus / groups, pool.gpus / groups)] * groups
-        if pool.side_cpus:
-            units.append((pool, pool.side_cpus, 0.0))
     units.sort(key=lambda u: (u[2], u[1]), reverse=True)
     needed, available = demand(pools), totals(nodes)
     for pool, cpus, gpus in units:
@@ -113,7 +111,7 @@ def _holds(free: _Free, pool: PoolSpec, cpus: float, gpus: float) -> bool:
 
 def _why(pool: PoolSpec, cpus: float, gpus: float, free: list[_Free], available: dict[str, float]) -> str:
     unit = f"{_num(cpus)} CPU" + (f" and {_num(gpus)} GPU" if gpus else "") + " on one node"
-    own = {"CPU": pool.actors * pool.cpus + pool.side_cpus, "GPU": pool.actors * pool.gpus}
+    own = {"CPU": pool.actors * pool.cpus, "GPU": pool.actors * pool.gpus}
     for kind in ("GPU", "CPU"):
         if own[kind] > available[kind] + 1e-9:
             return f"alone needs {_num(own[kind])} {kind}s; the cluster has {_num(available[kind])}"

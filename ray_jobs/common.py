@@ -74,10 +74,11 @@ def use_held_cpus(torch_threads: bool) -> int:
 
 
 class StageMeter:
-    """A tiny actor collecting rows and busy seconds per stage from every worker."""
+    """A tiny actor collecting rows and busy seconds per stage, and model loads, from every worker."""
 
     def __init__(self) -> None:
         self.totals: dict[str, list[float]] = {}
+        self.loads: dict[str, int] = {}
 
     def add(self, stage: str, rows: int, seconds: float) -> None:
         now = time.time()
@@ -86,22 +87,43 @@ class StageMeter:
         entry[1] += seconds
         entry[3] = now
 
+    def add_load(self, model: str) -> None:
+        self.loads[model] = self.loads.get(model, 0) + 1
+
     def report(self) -> dict[str, dict[str, float]]:
         return {
             stage: {"rows": int(r), "busy_s": round(s, 3), "first": first, "last": last}
             for stage, (r, s, first, last) in self.totals.items()
         }
 
+    def model_loads(self) -> dict[str, int]:
+        return dict(self.loads)
+
     def reset(self) -> None:
         self.totals.clear()
+        self.loads.clear()
 
 
 def stage_meter():
-    """The job's StageMeter actor, shared by name: created by the job's driver, which holds it for the job (the
-    actor lives as long as its creator holds a handle)."""
+    """The job's StageMeter actor, shared by name: created by the job's driver on the driver's own node (a node
+    that dies takes the driver with it, so the meter adds no point of failure) and restarted if it dies."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    options = {"name": METER_NAME, "get_if_exists": True, "lifetime": None, "max_restarts": -1}
+    return ray.remote(num_cpus=0)(StageMeter).options(scheduling_strategy=here, **options).remote()
+
+
+def read_meter(meter, method: str = "report", timeout_s: float = 30.0) -> dict:
+    """What the meter holds, or nothing when it cannot answer in time: figures never fail a job."""
     import ray
 
-    return ray.remote(num_cpus=0)(StageMeter).options(name=METER_NAME, get_if_exists=True, lifetime=None).remote()
+    try:
+        return ray.get(getattr(meter, method).remote(), timeout=timeout_s)
+    except Exception:
+        log.warning("the stage meter did not answer; its figures are left out")
+        return {}
 
 
 def report(stage: str, rows: int, seconds: float) -> None:
@@ -109,14 +131,30 @@ def report(stage: str, rows: int, seconds: float) -> None:
 
     A worker never creates the meter: one created here would be owned by this call and die with it, so every batch
     would start (and lose) a meter process of its own, about a second of CPU each."""
+    _to_meter("add", stage, rows, seconds)
+
+
+def report_load(model: str) -> None:
+    """Count one model load on the job's meter."""
+    _to_meter("add_load", model)
+
+
+def _to_meter(method: str, *args: object) -> None:
     import ray
 
     try:
-        ray.get_actor(METER_NAME).add.remote(stage, rows, seconds)
+        getattr(ray.get_actor(METER_NAME), method).remote(*args)
     except ValueError:  # no meter: the job does not read stage figures
         return
     except Exception:  # progress reporting must never fail a batch
         logging.getLogger(__name__).debug("stage meter unavailable", exc_info=True)
+
+
+def count_loads_on_meter() -> None:
+    """Forward every model load of this process to the job's meter."""
+    from t2rag.model_loads import on_load
+
+    on_load(report_load)
 
 
 def log_stage_lines(stats: dict[str, dict[str, float]]) -> list[dict]:

@@ -3,8 +3,8 @@
 Nothing here decides what a stage does. Consecutive stages of the same kind share one actor (one process holds
 their models and indexes once); stages that hold nothing run as tasks; an embedding stage on GPUs gets its token ids
 from a CPU pool in front of it; a retrieval over a sharded corpus is one pool per shard, in shard order; `generate`
-with a vLLM generator is Ray Data's LLM processor instead of an actor pool. Every actor reports rows and busy
-seconds per stage to the meter.
+goes to the run's generator service (ray_jobs.generator_service: one set of model-holding replicas per run, whatever
+phase generates). Every actor reports rows and busy seconds per stage to the meter.
 
 Rows that reach their records by different chains (bm25: retrieve; base: embed_queries, retrieve; reranker: then
 rerank) share the pools of the stages they have in common (`place_together`): one embedding pool (one model, one
@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 
 import pyarrow as pa
 
-from ray_jobs.common import report, use_held_cpus
+from ray_jobs.common import count_loads_on_meter, report, use_held_cpus
 from ray_jobs.table_blocks import input_tasks
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL
@@ -111,6 +111,7 @@ class StageRunner:
     stages: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config_json: str):
+        count_loads_on_meter()
         kinds = {KINDS.get(s) for s in self.stages}
         if kinds & TOKENIZING_KINDS:  # the others never import torch (2 s per process)
             use_held_cpus(torch_threads=bool(kinds & TORCH_KINDS))
@@ -153,9 +154,9 @@ def runner_class(stages: tuple[str, ...], base: type[StageRunner] = StageRunner)
     return type(name, (base,), {"stages": stages})
 
 
-def place(ds, stages: tuple[str, ...], config: RunConfig):
-    """`ds` through the stages, each segment as an actor pool, a task, or vLLM's processor."""
-    return _place(ds, with_cpu_tokenizing(stages, config), config, StageRunner)
+def place(ds, stages: tuple[str, ...], config: RunConfig, service=None):
+    """`ds` through the stages, each segment as an actor pool, a task, or the run's generator `service`."""
+    return _place(ds, with_cpu_tokenizing(stages, config), config, StageRunner, service)
 
 
 def merged_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
@@ -178,18 +179,19 @@ def split_chain(stages: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ..
 
 def shared_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     """The one chain the rows of `chains` pass through together, or None when they are placed apart: a chain with
-    `generate` (vLLM's processor cannot let rows pass by), or chains that cannot share one pass over the stages."""
+    `generate` (the generator service takes only rows that generate), or chains that cannot share one pass over the
+    stages."""
     merged = merged_chain(chains)
     return None if merged is None or "generate" in merged else merged
 
 
-def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfig):
+def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfig, service=None):
     """One dataset of the (dataset, stages) parts, each row through its own stages, every stage placed once where
     they can share (`shared_chain`), else each part apart."""
     chains = [with_cpu_tokenizing(stages, config) for _, stages in parts]
     merged = shared_chain(chains)
     if merged is None:
-        return union([place(ds, stages, config) for ds, stages in parts])
+        return union([place(ds, stages, config, service) for ds, stages in parts])
     bound = input_tasks()
     tagged = [
         ds.map_batches(tagger(chain), batch_format="pyarrow", concurrency=bound)
@@ -219,11 +221,11 @@ def union(datasets: list):
 
 @dataclass(frozen=True)
 class Step:
-    """How one segment of consecutive stages is placed: Ray Data's vLLM processor, plain tasks (the stages hold
-    nothing), or an actor pool per shard."""
+    """How one segment of consecutive stages is placed: the run's generator service (`generate`), plain tasks
+    (the stages hold nothing), or an actor pool per shard."""
 
     segment: tuple[str, ...]
-    how: Literal["vllm", "tasks", "actors"]
+    how: Literal["service", "tasks", "actors"]
     pool: Pool | None = None  # actors only
     shards: int = 1
 
@@ -232,8 +234,8 @@ def steps(stages: tuple[str, ...], config: RunConfig) -> list[Step]:
     """The placement of each segment of `stages` (already with their tokenizing stages, see `place`)."""
     out = []
     for segment in segments(stages):
-        if segment == ("generate",) and config.generator is not None and config.generator.engine == "vllm":
-            out.append(Step(segment, "vllm"))
+        if segment == ("generate",):
+            out.append(Step(segment, "service"))
         elif not any(STAGES[s].stateful for s in segment):
             out.append(Step(segment, "tasks"))
         else:
@@ -242,15 +244,17 @@ def steps(stages: tuple[str, ...], config: RunConfig) -> list[Step]:
     return out
 
 
-def _place(ds, stages: tuple[str, ...], config: RunConfig, base: type[StageRunner]):
+def _place(ds, stages: tuple[str, ...], config: RunConfig, base: type[StageRunner], service=None):
     import ray
 
     config_json = config.model_dump_json()
     for step in steps(stages, config):
-        if step.how == "vllm":
-            from t2rag.generation.vllm_ray import build_vllm_processor
+        if step.how == "service":
+            from ray_jobs.generator_service import place_on_service
 
-            ds = build_vllm_processor(config.generator)(ds)
+            if service is None:
+                raise ValueError("a generate stage needs the run's generator service")
+            ds = place_on_service(ds, service, config)
             continue
         runner = runner_class(step.segment, base)
         if step.how == "tasks":

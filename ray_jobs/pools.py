@@ -2,8 +2,8 @@
 
 `run_pools` walks a run's plan the way `ray_jobs.evaluate` and `ray_jobs.build_index` place it (`split_chain`,
 `shared_chain`, `steps`), so what `t2rag plan` lists and checks against a cluster is what the run asks Ray for.
-Two phases: `index` places its pools one after another (context summaries per corpus, then passage embedding),
-`evaluate` places all of its pools at once (Ray Data streams through every operator together).
+The generator service is held for the whole run (phase `run`); `index` places its pools one after another
+(passage embedding), `evaluate` places all of its pools at once (Ray Data streams through every operator together).
 """
 
 from __future__ import annotations
@@ -11,22 +11,19 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ray_jobs.generator_service import replica_shape
 from ray_jobs.placement import KINDS, Step, shared_chain, split_chain, steps, with_cpu_tokenizing
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL, get_method
 from t2rag.pipeline.plan import WorkGroup
-
-#: CPU stages of Ray Data's vLLM processor around the engine (chat template, tokenize, detokenize): each an actor
-#: pool of at least one actor holding one CPU.
-VLLM_CPU_STAGES = 3
 
 
 @dataclass(frozen=True)
 class PoolSpec:
     """One actor pool (or vLLM engine pool) of a run."""
 
-    phase: str  # "index": placed alone, one pool after another; "evaluate": every pool at once
-    role: str  # the work it does: queries, passages, rerank, retrieve, answers, hyde, summaries, tokenize, light
+    phase: str  # "index": one pool after another; "evaluate": every pool at once; "run": held through both
+    role: str  # the work it does: generator, queries, passages, rerank, retrieve, tokenize, light
     stages: tuple[str, ...]
     engine: str  # "vllm" or "actors"
     model: str | None  # what each actor or engine replica loads
@@ -35,39 +32,57 @@ class PoolSpec:
     gpus: float  # per actor or replica (vLLM: tensor x pipeline parallel)
     tensor_parallel: int = 1  # GPUs of one replica that must share a node
     accelerator: str | None = None  # a Ray accelerator type every GPU of the pool must have
-    side_cpus: float = 0.0  # CPUs of helper actors beside the pool (vLLM's CPU stages)
-    placements: int = 1  # times the pool is placed (one after another), e.g. once per corpus
 
     @property
     def model_loads(self) -> int:
-        return self.actors * self.placements if self.model else 0
+        return self.actors if self.model else 0
 
     def to_dict(self) -> dict:
         return {**asdict(self), "model_loads": self.model_loads}
 
 
 def run_pools(config: RunConfig, work: list[WorkGroup], corpora: int, passages: bool) -> list[PoolSpec]:
-    """Every pool a Ray run of `work` places. `corpora`: how many corpora get context summaries (one placement
-    each), `passages`: whether dense indexes are built."""
+    """Every pool a Ray run of `work` places. `corpora`: how many corpora get context summaries, `passages`:
+    whether dense indexes are built. The generator service (phase "run") is held through both phases."""
+    summaries = corpora and any(get_method(m).index_texts == "summary" for m in config.methods)
     out: list[PoolSpec] = []
-    if corpora and any(get_method(m).index_texts == "summary" for m in config.methods):
-        out += [_with(p, placements=corpora) for p in _pools(("generate",), config, "index", {"generate": "summaries"})]
+    if summaries or any("generate" in g.stages for g in work):
+        out.append(generator_pool(config))
     if passages:
-        out += _pools(with_cpu_tokenizing(("embed_passages",), config), config, "index", {})
+        out += _pools(with_cpu_tokenizing(("embed_passages",), config), config, "index")
     retrieval_only, answering = [], []
     for group in work:
         own, rest, answers = split_chain(group.stages)
-        out += _pools(with_cpu_tokenizing(own, config), config, "evaluate", {"generate": "hyde"})
+        out += _pools(with_cpu_tokenizing(own, config), config, "evaluate")
         (answering if answers else retrieval_only).append(with_cpu_tokenizing(rest, config))
     for chains in (retrieval_only, answering):
         if not chains:
             continue
         merged = shared_chain(chains)
         for chain in [merged] if merged is not None else chains:
-            out += _pools(chain, config, "evaluate", {})
+            out += _pools(chain, config, "evaluate")
     if answering:
-        out += _pools(ANSWER_TAIL, config, "evaluate", {"generate": "answers"})
+        out += _pools(ANSWER_TAIL, config, "evaluate")
     return out
+
+
+def generator_pool(config: RunConfig) -> PoolSpec:
+    """The run's generator service: its replicas, each loading the model once."""
+    shape = replica_shape(config)
+    g = config.generator
+    assert g is not None
+    return PoolSpec(
+        "run",
+        "generator",
+        ("generate",),
+        "vllm" if g.engine == "vllm" else "actors",
+        g.model,
+        actors=shape.count,
+        cpus=shape.cpus,
+        gpus=shape.gpus,
+        tensor_parallel=g.tensor_parallel_size if g.engine == "vllm" else 1,
+        accelerator=shape.accelerator,
+    )
 
 
 def _with(pool: PoolSpec, **fields) -> PoolSpec:
@@ -81,39 +96,20 @@ ROLES = {
     "tokenize_passages": "tokenize",
     "rerank": "rerank",
     "retrieve": "retrieve",
-    "generate": "answers",
 }
 
 
-def _pools(stages: tuple[str, ...], config: RunConfig, phase: str, roles: dict[str, str]) -> list[PoolSpec]:
-    return [_pool(step, config, phase, roles) for step in steps(stages, config) if step.how != "tasks"]
+def _pools(stages: tuple[str, ...], config: RunConfig, phase: str) -> list[PoolSpec]:
+    return [_pool(step, config, phase) for step in steps(stages, config) if step.how == "actors"]
 
 
-def _pool(step: Step, config: RunConfig, phase: str, roles: dict[str, str]) -> PoolSpec:
+def _pool(step: Step, config: RunConfig, phase: str) -> PoolSpec:
     first = step.segment[0]
-    role = roles.get(first) or ROLES.get(first, "light")
-    if step.how == "vllm":
-        g = config.generator
-        assert g is not None
-        per_replica = g.tensor_parallel_size * g.pipeline_parallel_size
-        return PoolSpec(
-            phase,
-            role,
-            step.segment,
-            "vllm",
-            g.model,
-            actors=g.replicas,
-            cpus=float(per_replica),  # one CPU per engine worker's bundle
-            gpus=float(per_replica),
-            tensor_parallel=g.tensor_parallel_size,
-            accelerator=g.accelerator_type,
-            side_cpus=float(VLLM_CPU_STAGES),
-        )
     pool = step.pool
     assert pool is not None
     return PoolSpec(
         phase,
-        role,
+        ROLES.get(first, "light"),
         step.segment,
         "actors",
         _model(KINDS.get(first), config),
@@ -129,6 +125,4 @@ def _model(kind: str | None, config: RunConfig) -> str | None:
         return config.retrieval.embedder.model
     if kind == "rerank":
         return config.retrieval.reranker.model
-    if kind == "generate" and config.generator is not None:
-        return config.generator.model
     return None

@@ -184,11 +184,13 @@ def pools_of(config: RunConfig, resources: Resources, work: list[WorkGroup]) -> 
 
 
 def check_fit(pools: list[PoolSpec], nodes: list[Node]) -> dict[str, Fit]:
-    """The evaluation's pools all at once; each index pool on its own (they are placed one after another)."""
-    out = {f"index: {describe(p)}": fit([p], nodes) for p in pools if p.phase == "index"}
+    """Each index pool with the run's generator service (index pools are placed one after another), and every
+    evaluation pool at once with it."""
+    held = [p for p in pools if p.phase == "run"]
+    out = {f"index: {describe(p)}": fit([*held, p], nodes) for p in pools if p.phase == "index"}
     evaluate = [p for p in pools if p.phase == "evaluate"]
-    if evaluate:
-        out["evaluate"] = fit(evaluate, nodes)
+    if evaluate or held:
+        out["evaluate"] = fit([*held, *evaluate], nodes)
     return out
 
 
@@ -213,46 +215,34 @@ def _answer_tokens(config: RunConfig, rates: Rates) -> int:
 
 
 def estimate(config: RunConfig, pools: list[PoolSpec], workload: Workload, rates: Rates) -> Estimate:
-    """Seconds per pool from its work and rates; the index phase's pools one after another, the evaluation's
-    at once (its slowest pool, plus the slowest model load); GPU-hours as GPUs held for those times."""
-    times = [_pool_time(p, config, workload, rates) for p in pools]
+    """Seconds of work per pool from its work and rates. The index phase runs the summaries on the generator
+    service, then its pools one after another; the evaluation runs its pools and the service's HyDE documents and
+    answers at once (its slowest one sets the time). GPU-hours: GPUs held for those times, the service's for the
+    whole run."""
+    times = [t for p in pools for t in _pool_times(p, config, workload, rates)]
+    service = [t for t in times if t.pool.phase == "run"]
+    index = [t for t in times if t.pool.phase == "index"] + [t for t in service if t.note.startswith("summaries")]
+    evaluate = [t for t in times if t.pool.phase == "evaluate"] + [t for t in service if t not in index]
     phases: dict[str, float | None] = {}
-    gpu_seconds: float | None = 0.0
-    index = [t for t in times if t.pool.phase == "index"]
     if index:
-        known = all(t.seconds is not None for t in index)
-        phases["index"] = sum(t.seconds for t in index) if known else None
-        if known and gpu_seconds is not None:
-            gpu_seconds += sum(t.seconds * t.pool.actors * t.pool.gpus for t in index)
-    evaluate = [t for t in times if t.pool.phase == "evaluate"]
+        phases["index"] = None if any(t.seconds is None for t in index) else sum(t.seconds for t in index)
     if evaluate:
-        known = all(t.seconds is not None for t in evaluate)
-        wall = max(t.seconds for t in evaluate) if known else None
-        phases["evaluate"] = wall
-        if wall is None:
-            gpu_seconds = None
-        elif gpu_seconds is not None:
-            gpu_seconds += wall * sum(t.pool.actors * t.pool.gpus for t in evaluate)
-    if any(v is None for v in phases.values()):
-        gpu_seconds = None
-    sources = {}
-    for p in pools:
-        rate = _rate_of(p, config, rates)
-        if rate is not None:
-            sources[p.model] = rate.source
-    return Estimate(
-        times,
-        phases,
-        None if gpu_seconds is None else gpu_seconds / 3600,
-        config.estimate.price_per_gpu_hour,
-        sources,
-    )
+        phases["evaluate"] = None if any(t.seconds is None for t in evaluate) else max(t.seconds for t in evaluate)
+    gpu_hours = None
+    if all(v is not None for v in phases.values()):
+        wall = sum(phases.values())
+        held = sum(p.actors * p.gpus for p in pools if p.phase == "run") * wall
+        indexing = sum(t.seconds * t.pool.actors * t.pool.gpus for t in index if t.pool.phase == "index")
+        streaming = phases.get("evaluate", 0.0) * sum(p.actors * p.gpus for p in pools if p.phase == "evaluate")
+        gpu_hours = (held + indexing + streaming) / 3600
+    sources = {p.model: rate.source for p in pools if (rate := _rate_of(p, rates)) is not None}
+    return Estimate(times, phases, gpu_hours, config.estimate.price_per_gpu_hour, sources)
 
 
-def _rate_of(pool: PoolSpec, config: RunConfig, rates: Rates):
+def _rate_of(pool: PoolSpec, rates: Rates):
     if pool.model is None:
         return None
-    if pool.role in ("answers", "hyde", "summaries"):
+    if pool.role == "generator":
         return rates.generators.get(pool.model)
     if pool.role in ("queries", "passages"):
         return rates.embedders.get(pool.model)
@@ -261,24 +251,30 @@ def _rate_of(pool: PoolSpec, config: RunConfig, rates: Rates):
     return None
 
 
-def _pool_time(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Rates) -> PoolTime:
+def _pool_times(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Rates) -> list[PoolTime]:
+    """Its seconds of work; the generator service's split into summaries and the evaluation's generation (HyDE
+    and answers), with its one model load in the first."""
     if pool.model is None:
-        return PoolTime(pool, 0.0, "CPU work, not estimated (seconds at these sizes)")
-    rate = _rate_of(pool, config, rates)
+        return [PoolTime(pool, 0.0, "CPU work, not estimated (seconds at these sizes)")]
+    rate = _rate_of(pool, rates)
     if rate is None:
-        return PoolTime(pool, None, f"no rate for {pool.model}: add it to a rates file (estimate.rates)")
-    load = rate.load_s * pool.placements
-    if pool.role in ("answers", "hyde", "summaries"):
-        g = workload.total(pool.role)
+        return [PoolTime(pool, None, f"no rate for {pool.model}: add it to a rates file (estimate.rates)")]
+    if pool.role == "generator":
         scale = pool.actors * (pool.gpus if rate.device == "gpu" else 1.0)  # GPU rates are per GPU of a replica
-        seconds = (g.prompt_tokens / rate.prompt_tokens_per_s + g.output_tokens / rate.output_tokens_per_s) / scale
-        note = f"{g.prompts:,} prompts, {g.prompt_tokens:,} prompt + {g.output_tokens:,} output tokens"
-        return PoolTime(pool, seconds + load, note)
+        out, load = [], rate.load_s
+        for label, g in (("summaries", workload.total("summaries")),
+                         ("HyDE and answers", workload.total("hyde") + workload.total("answers"))):  # fmt: skip
+            if g.prompts:
+                seconds = g.prompt_tokens / rate.prompt_tokens_per_s + g.output_tokens / rate.output_tokens_per_s
+                note = f"{label}: {g.prompts:,} prompts, {g.prompt_tokens:,} prompt + {g.output_tokens:,} output tokens"
+                out.append(PoolTime(pool, seconds / scale + load, note))
+                load = 0.0
+        return out
     per_actor = pool.gpus if pool.gpus else pool.cpus
     if pool.role == "rerank":
         pairs = sum(m.reranked_pairs for m in workload.methods)
         speed = (rate.gpu_pairs_per_s if pool.gpus else rate.cpu_pairs_per_s) * per_actor * pool.actors
-        return PoolTime(pool, pairs / speed + load, f"{pairs:,} pairs")
+        return [PoolTime(pool, pairs / speed + rate.load_s, f"{pairs:,} pairs")]
     speed = (rate.gpu_tokens_per_s if pool.gpus else rate.cpu_tokens_per_s) * per_actor * pool.actors
     if pool.role == "passages":
         tokens = sum(n * min(workload.passage_tokens[k], rate.window) for k, n in workload.passages.items())
@@ -287,7 +283,7 @@ def _pool_time(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Rat
         queries = workload.query_embeddings()
         tokens = queries * min(workload.question_tokens, rate.window)
         note = f"{queries:,} questions"
-    return PoolTime(pool, tokens / speed + load, note)
+    return [PoolTime(pool, tokens / speed + rate.load_s, note)]
 
 
 def render(plan: RunPlan) -> str:
@@ -316,7 +312,8 @@ def render(plan: RunPlan) -> str:
          p.tensor_parallel if p.engine == "vllm" else "-", p.model_loads]
         for p in plan.pools
     ]  # fmt: skip
-    lines += ["", "Pools (index pools run one after another; evaluation pools all at once):", "",
+    lines += ["", "Pools (the generator is held for the run; index pools run one after another, evaluation pools"
+              " all at once):", "",
               markdown_table(["phase", "role", "stages", "engine", "model", "actors", "CPU each", "GPU each",
                               "TP", "model loads"], pool_rows)]  # fmt: skip
     lines += ["", "Model loads: " + (", ".join(f"{m} x{n}" for m, n in plan.model_loads().items()) or "none")]
@@ -328,7 +325,7 @@ def render(plan: RunPlan) -> str:
     for t in e.pools:
         if t.pool.model:
             took = "unknown" if t.seconds is None else _duration(t.seconds)
-            lines.append(f"- {t.pool.phase} {t.pool.role} ({t.pool.model}, {t.pool.actors} x): {took}; {t.note}")
+            lines.append(f"- {t.pool.role} ({t.pool.model}, {t.pool.actors} x): {took}; {t.note}")
     for phase, seconds in e.phases.items():
         lines.append(f"- {phase} phase: {'unknown' if seconds is None else _duration(seconds)}")
     if e.wall_s is not None:

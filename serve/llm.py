@@ -15,7 +15,7 @@ from ray.serve.deployment import Application
 
 from t2rag.errors import ConfigError
 from t2rag.generation.config import GeneratorConfig, resolve_generator
-from t2rag.generation.vllm_ray import engine_runtime_env, model_source, vllm_engine_kwargs
+from t2rag.generation.vllm_engine import engine_runtime_env, model_source, vllm_engine_kwargs
 
 LLM_ROUTE = "/llm"
 

@@ -407,6 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("t2rag: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # anything else (a Ray failure included) ends here, never in an interpreter hook
+        logging.getLogger(__name__).debug("unexpected error", exc_info=True)
+        print(f"t2rag: error: {type(exc).__name__}: {one_line(exc)} (-vv shows the traceback)", file=sys.stderr)
+        return 1
     finally:
         if _json_out is not None:
             sys.stdout, _json_out = _json_out, None

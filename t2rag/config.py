@@ -66,7 +66,14 @@ class RayConfig(BaseModel):
     rerank_actors: int = Field(1, ge=1)
     rerank_gpus: float = Field(0.0, ge=0)
     rerank_batch_size: int = Field(64, ge=1)
-    generate_actors: int = Field(1, ge=1)  # llama.cpp / HTTP engines; vLLM uses the generator's replicas
+    #: Generator replicas of llama.cpp and HTTP engines (vLLM's are `generator.replicas`); held for the whole run.
+    generate_actors: int = Field(1, ge=1)
+    #: A generator call with no answer within this long (its queue at the replica included) means a hung engine:
+    #: the replica is restarted and the batch sent to another.
+    engine_timeout_s: float = Field(900.0, gt=0)
+    #: Tries of one batch on the generator's replicas before its rows are marked failed (and left to the next
+    #: attempt of the run).
+    generate_attempts: int = Field(3, ge=1)
     #: Before loading anything, refuse a run whose pools cannot all be placed on the cluster (ray_jobs.preflight).
     #: Turn off on a cluster that autoscales from nodes this driver cannot see (KubeRay without a launcher file).
     check_placement: bool = True
@@ -103,6 +110,9 @@ class RunConfig(BaseModel):
     retrieval_only_methods: list[str] = Field(default_factory=list)  # these only retrieve, even when others generate
     limit: int | None = Field(None, ge=1)  # questions per subset that go to generation (seeded sample)
     seed: int = 0
+    #: Attempts of the whole run, on either engine: after a fault (a lost node, a failed job) or rows whose
+    #: generation failed, what is missing is computed again, up to this many times in all.
+    max_attempts: int = Field(3, ge=1)
     out: str = "runs/latest"
     engine: Literal["local", "ray"] = "local"
     ray: RayConfig = RayConfig()
@@ -141,7 +151,7 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location or the engine)."""
-        payload = self.model_dump(exclude={"out", "engine", "name", "ray", "estimate"})
+        payload = self.model_dump(exclude={"out", "engine", "name", "ray", "estimate", "max_attempts"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

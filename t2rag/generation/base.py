@@ -85,6 +85,9 @@ class Generator(ABC):
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         """Run a batch of requests; one Generation per request, in order. Failures become `error` entries."""
 
+    def load(self) -> None:  # noqa: B027 - optional hook
+        """Load the model now instead of on the first batch (engines that hold weights)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""
 

@@ -89,6 +89,9 @@ class CachedGenerator(Generator):
         by_index = dict(zip(todo, fresh, strict=True))
         return [hits[keys[i]] if keys[i] in hits else by_index[i] for i in range(len(requests))]
 
+    def load(self) -> None:
+        self.inner.load()
+
     def close(self) -> None:
         self.inner.close()
         self.cache.close()

@@ -136,9 +136,9 @@ def build_generator(config: GeneratorConfig, cache: bool = True) -> Generator:
 
         engine = OpenAIHTTPGenerator(config)
     else:
-        from t2rag.generation.vllm_ray import VLLMRayGenerator
+        from t2rag.generation.vllm_engine import VLLMGenerator
 
-        engine = VLLMRayGenerator(config)
+        engine = VLLMGenerator(config)
     if not cache:
         return engine
     from t2rag.generation.cache import CachedGenerator

@@ -19,6 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from t2rag.generation.base import ChatRequest, Generation, Generator, Message, rejected
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf
+from t2rag.model_loads import record_load
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,10 @@ class LlamaCppGenerator(Generator):
     def model_id(self) -> str:
         return gguf_file_name(self.config.model)
 
+    def load(self) -> None:
+        with self._lock:
+            self._load()
+
     def _load(self) -> Any:
         if self._llm is None:
             from llama_cpp import Llama
@@ -80,6 +85,7 @@ class LlamaCppGenerator(Generator):
                 **kwargs,
             )
             self._formatter = _template_formatter(self._llm)
+            record_load(self.config.model)
         return self._llm
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:

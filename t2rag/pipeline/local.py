@@ -8,10 +8,11 @@ import time
 import pyarrow as pa
 
 from t2rag.config import RunConfig
+from t2rag.model_loads import loads, loads_since
 from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.pipeline.progress import Progress, StageLog
 from t2rag.pipeline.records import new_part_name, to_records, write_records
-from t2rag.pipeline.run import claim_run, finish_run
+from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.resources import Resources
 from t2rag.stages import STAGES, Stage
 
@@ -46,16 +47,30 @@ class LocalEngine:
 
     def run(self, overwrite: bool = False) -> dict:
         started = time.time()
-        with claim_run(self.config, self.resources.questions, overwrite) as done:
+        before = loads()
+        with claim_run(self.config, self.resources.questions, overwrite):
             try:
-                work = self.plan(done)
-                pending = sum(g.rows.num_rows for g in work)
-                log.info("evaluate: %d records to compute (%d already done)", pending, len(done))
-                for group in work:
-                    self.run_group(group)
+                attempts = run_attempts(self.config, self.config.max_attempts, self.pending, self.compute)
             finally:
                 self.resources.close()
-            return finish_run(self.config, self.log, started, "local", self.resources.data_description())
+            return finish_run(
+                self.config,
+                self.log,
+                started,
+                "local",
+                self.resources.data_description(),
+                attempts,
+                loads_since(before),
+            )
+
+    def pending(self, done: set[tuple[str, str]]) -> int:
+        return sum(g.rows.num_rows for g in self.plan(done))
+
+    def compute(self, done: set[tuple[str, str]]) -> None:
+        work = self.plan(done)
+        log.info("evaluate: %d records to compute (%d already done)", sum(g.rows.num_rows for g in work), len(done))
+        for group in work:
+            self.run_group(group)
 
     def run_group(self, group: WorkGroup) -> None:
         size = self.generate_block_rows() if group.generates else RETRIEVE_BLOCK_ROWS

@@ -1,9 +1,13 @@
-"""One run at a time per output folder: a lock file beside the folder, naming its owner (host, pid, start time).
+"""One run at a time per output folder: a lock file beside the folder, naming its owner (host, pid, start time)
+and when the owner last renewed it.
 
-The lock sits beside `out` (`<out>.lock`), so `--overwrite` clearing the folder never removes it. A lock whose owner
-is a process of this host that no longer exists is stale and is taken over; any other is refused with its owner
-named. Locally the lock is created exclusively (O_EXCL); on S3, where there is no create-if-absent, it is checked and
-then written, which narrows but does not close the race between two hosts starting the same run at once.
+The lock sits beside `out` (`<out>.lock`), so `--overwrite` clearing the folder never removes it. The owner renews
+it every third of its lease (`LEASE_S`) while the run lasts. A lock is stale, and taken over, when its lease has run
+out (its driver is gone, on any host: a lost head node, a killed pod) or when its owner is a process of this host
+that no longer exists; any other is refused with its owner named. So a resubmitted job (`ray job submit` again,
+KubeRay's RayJob retrying) takes over a dead driver's lock by itself within one lease. Locally the lock is created
+exclusively (O_EXCL); on S3, where there is no create-if-absent, it is checked and then written, which narrows but
+does not close the race between two hosts starting the same run at once.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,8 +32,22 @@ def lock_path(out: str) -> str:
     return str(out).rstrip("/") + ".lock"
 
 
-def _owner() -> dict:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+#: Seconds a lock stays valid without renewal.
+LEASE_S = 120.0
+
+
+def _owner(lease_s: float) -> dict:
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "lease_s": lease_s,
+        "renewed": time.time(),
+    }
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(a.get(k) == b.get(k) for k in ("host", "pid", "since"))
 
 
 def _alive(pid: int) -> bool:
@@ -51,6 +70,9 @@ def _read_owner(path: str) -> dict:
 
 
 def _stale(owner: dict) -> bool:
+    renewed, lease = owner.get("renewed"), owner.get("lease_s")
+    if isinstance(renewed, int | float) and isinstance(lease, int | float) and time.time() - renewed > lease:
+        return True  # its driver stopped renewing it, wherever it ran
     pid = owner.get("pid")
     return owner.get("host") == socket.gethostname() and isinstance(pid, int) and not _alive(pid)
 
@@ -79,20 +101,39 @@ def _remove(path: str) -> None:
 
 
 @contextmanager
-def run_lock(out: str) -> Iterator[None]:
-    """Hold `<out>.lock` for the duration of a run."""
-    path, owner = lock_path(out), _owner()
+def run_lock(out: str, lease_s: float = LEASE_S) -> Iterator[None]:
+    """Hold `<out>.lock` for the duration of a run, renewing its lease in a background thread."""
+    path, owner = lock_path(out), _owner(lease_s)
     if not _acquire(path, owner):
         holder = _read_owner(path)
         if not _stale(holder):
             who = f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')}"
-            raise ConfigError(f"{out} is in use by another run ({who}); wait for it, or delete {path} if it is gone")
-        log.warning("taking over the stale lock %s of pid %s", path, holder.get("pid"))
+            raise ConfigError(
+                f"{out} is in use by another run ({who}); wait for it (a dead run's lock expires after its "
+                f"{holder.get('lease_s', LEASE_S):g} s lease), or delete {path}"
+            )
+        log.warning("taking over the stale lock %s of pid %s on %s", path, holder.get("pid"), holder.get("host"))
         _remove(path)
         if not _acquire(path, owner):
             raise ConfigError(f"{out} was claimed by another run while its stale lock was being replaced")
+    stop = threading.Event()
+    renewer = threading.Thread(target=_renew, args=(path, owner, stop), daemon=True, name="t2rag-lock")
+    renewer.start()
     try:
         yield
     finally:
-        if _read_owner(path) == owner:
+        stop.set()
+        renewer.join(timeout=10)
+        if _same(_read_owner(path), owner):
             _remove(path)
+
+
+def _renew(path: str, owner: dict, stop: threading.Event) -> None:
+    while not stop.wait(owner["lease_s"] / 3):
+        try:
+            if not _same(_read_owner(path), owner):
+                log.warning("the lock %s is no longer this run's", path)
+                return
+            write_bytes(path, json.dumps({**owner, "renewed": time.time()}).encode())
+        except Exception:  # a storage hiccup: try again at the next renewal, well within the lease
+            log.debug("renewing %s failed", path, exc_info=True)

@@ -33,9 +33,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from t2rag.errors import InputError, one_line
+from t2rag.generation.base import REJECTED
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, SubsetTotals, summary_from_totals
-from t2rag.storage import filesystem_for, join, write_bytes
+from t2rag.storage import filesystem_for, is_s3, join, write_bytes
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -149,6 +150,46 @@ def done_keys(out: str) -> set[tuple[str, str]]:
             continue
         keys.update(zip(table.column("method").to_pylist(), table.column("id").to_pylist(), strict=True))
     return keys
+
+
+def retryable(errors: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Which generation errors a retry may fix: every engine failure except a request the engine refused as
+    given (`REJECTED`: a prompt longer than the context window fails the same way every time)."""
+    failed = pc.is_valid(errors)
+    rejected = pc.starts_with(errors.fill_null(""), REJECTED)
+    return pc.and_(failed, pc.invert(rejected)).to_numpy(zero_copy_only=False)
+
+
+def release_failed(out: str) -> int:
+    """Remove the records whose generation failed for a reason a retry may fix, so that they are computed again
+    (a failed row is not done); returns how many. Each file holding one is rewritten atomically without them."""
+    fs, files = record_files(out)
+    released = 0
+    for path in files:
+        try:
+            errors = pq.read_table(path, columns=["generation_error"], filesystem=fs).column("generation_error")
+        except (OSError, pa.ArrowInvalid):
+            continue  # done_keys removes unreadable files
+        failed = retryable(errors)
+        if not failed.any():
+            continue
+        table = pq.read_table(path, filesystem=fs)
+        kept = table.filter(pa.array(~failed))
+        if kept.num_rows:
+            buffer = pa.BufferOutputStream()
+            pq.write_table(kept.cast(RECORD_SCHEMA), buffer)
+            uri = f"s3://{path}" if is_s3(out) else path
+            write_bytes(uri, buffer.getvalue().to_pybytes())
+        else:
+            fs.delete_file(path)
+        released += int(failed.sum())
+    return released
+
+
+def count_failed(out: str) -> int:
+    """Records whose generation failed for a reason a retry may fix."""
+    errors = read_records(out, ["generation_error"]).column("generation_error")
+    return int(retryable(errors).sum())
 
 
 #: The record columns the metrics read.

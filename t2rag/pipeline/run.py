@@ -7,22 +7,33 @@ with claim_run(config, questions, overwrite) as done:  # validate, lock, list fi
 
 from __future__ import annotations
 
+import logging
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
 from t2rag.data import QuestionSet
-from t2rag.errors import ConfigError, InputError
+from t2rag.errors import ConfigError, InputError, T2RagError, one_line
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
 from t2rag.pipeline.manifest import build_manifest, read_json, write_json
 from t2rag.pipeline.progress import StageLog
-from t2rag.pipeline.records import METRIC_COLUMNS, done_keys, read_records, summarize_records
+from t2rag.pipeline.records import (
+    METRIC_COLUMNS,
+    count_failed,
+    done_keys,
+    read_records,
+    release_failed,
+    summarize_records,
+)
 from t2rag.storage import filesystem_for, is_s3
+
+log = logging.getLogger("t2rag.progress")
 
 
 def check_methods(config: RunConfig) -> None:
@@ -70,6 +81,67 @@ def claim_run(config: RunConfig, questions: QuestionSet, overwrite: bool = False
         yield done_keys(config.out)
 
 
+@dataclass
+class Attempts:
+    """How a run's attempts went: how many ran, rows whose failed generation was computed again, and rows that
+    still failed after the last attempt (they count as wrong)."""
+
+    attempts: int = 0
+    retried: int = 0
+    still_failed: int = 0
+    faults: list[str] = field(default_factory=list)  # one line per attempt that ended in an error
+
+
+class RunIncomplete(T2RagError):
+    """Every attempt of a run ended in a fault; what was written is kept for a rerun."""
+
+
+def run_attempts(
+    config: RunConfig, max_attempts: int, pending: Callable[[set[tuple[str, str]]], int],
+    compute: Callable[[set[tuple[str, str]]], None],
+) -> Attempts:  # fmt: skip
+    """Compute what is missing until nothing is, or `max_attempts` ran.
+
+    Each attempt first releases the records whose generation failed for a reason a retry may fix
+    (`release_failed`: a failed row is not done), then computes the rows without a record (`compute(done)`). An
+    attempt that raises (a lost node, a dead engine, a failed job) is logged with what failed and how many rows are
+    left, and the next one goes on; when the last one raises, the run ends with `RunIncomplete`. Errors of the
+    user's making (`T2RagError`) and interrupts end the run at once."""
+    stats = Attempts()
+    for attempt in range(1, max_attempts + 1):
+        released = release_failed(config.out)
+        done = done_keys(config.out)
+        left = pending(done)
+        if attempt > 1 and left:
+            log.warning("attempt %d of %d: %d rows left (%d released after a failed generation)", attempt,
+                        max_attempts, left, released)  # fmt: skip
+        stats.retried += released
+        if left == 0:
+            break
+        stats.attempts = attempt
+        try:
+            compute(done)
+        except (T2RagError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            stats.faults.append(f"attempt {attempt}: {type(exc).__name__}: {one_line(exc)}")
+            log.warning("attempt %d of %d failed: %s", attempt, max_attempts, stats.faults[-1])
+            if attempt == max_attempts:
+                remaining = pending(done_keys(config.out))
+                raise RunIncomplete(
+                    f"{config.out}: {remaining} rows left after {max_attempts} attempts (last: {stats.faults[-1]}); "
+                    "rerun the same command to resume"
+                ) from exc
+            continue
+        if not count_failed(config.out):
+            break
+    stats.still_failed = count_failed(config.out)
+    if stats.still_failed:
+        log.warning("%d rows still failed to generate after %d attempts; they count as wrong", stats.still_failed,
+                    stats.attempts)  # fmt: skip
+    return stats
+
+
 def run_records(config: RunConfig, columns: list[str] | None = None) -> pa.Table:
     """The run's records of the configured methods; more than one record per (method, id) is an error."""
     records = read_records(config.out, columns)
@@ -86,20 +158,31 @@ def run_records(config: RunConfig, columns: list[str] | None = None) -> pa.Table
 
 
 def finish_run(
-    config: RunConfig, log: StageLog, started: float, engine: str, data: dict, **manifest_extra: object
+    config: RunConfig,
+    log: StageLog,
+    started: float,
+    engine: str,
+    data: dict,
+    attempts: Attempts | None = None,
+    model_loads: dict[str, int] | None = None,
+    **manifest_extra: object,
 ) -> dict:
     """Summarise the records, write summary.json and manifest.json, and return the summary. `data` describes
-    what was evaluated (`Resources.data_description`); both files carry it."""
+    what was evaluated (`Resources.data_description`); both files carry it, with how the attempts went (rows
+    retried, rows still failed) and how many times each model was loaded."""
     records = run_records(config, [*METRIC_COLUMNS, "id", "prompt_tokens", "completion_tokens"])
     with log.stage("score", records.num_rows):
         scored = summarize_records(records)
     result = {"methods": {m: scored[m] for m in config.methods if m in scored}, "data": data, "out": config.out}
+    result["attempts"] = asdict(attempts or Attempts())
+    result["model_loads"] = model_loads or {}
     tokens = {
         "prompt": int(pc.sum(records.column("prompt_tokens")).as_py() or 0),
         "completion": int(pc.sum(records.column("completion_tokens")).as_py() or 0),
     }
     write_json(config.out, "summary.json", result)
     manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)
-    manifest.update(engine=engine, data=data, **manifest_extra)
+    manifest.update(engine=engine, data=data, attempts=result["attempts"], model_loads=result["model_loads"])
+    manifest.update(manifest_extra)
     write_json(config.out, "manifest.json", manifest)
     return result

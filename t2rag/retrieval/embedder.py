@@ -17,6 +17,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from t2rag.model_loads import record_load
 from t2rag.retrieval.hashing_embedder import HASHING_MODEL, HashingEmbedder
 from t2rag.retrieval.token_batches import TokenBatch, WindowTokenizer, token_batches
 
@@ -98,13 +99,14 @@ def model_dtype(device: str, dtype: str | None) -> str:
 
 
 @lru_cache(maxsize=4)
-def _load_model(path: str, device: str, dtype: str | None):
+def _load_model(name: str, path: str, device: str, dtype: str | None):
     import torch
     from sentence_transformers import SentenceTransformer
 
     kwargs = {"model_kwargs": {"torch_dtype": getattr(torch, model_dtype(device, dtype))}}
     start = time.perf_counter()
     model = SentenceTransformer(path, device=device, **kwargs)
+    record_load(name)
     log.info("loaded embedder %s on %s in %.1fs", path, model.device, time.perf_counter() - start)
     return model
 
@@ -115,7 +117,7 @@ class Embedder:
     def __init__(self, config: EmbedderConfig | None = None):
         self.config = config or EmbedderConfig()
         device = self.config.device or default_device()
-        self.model = _load_model(resolve_model_path(self.config.model), device, self.config.dtype)
+        self.model = _load_model(self.config.model, resolve_model_path(self.config.model), device, self.config.dtype)
         if self.config.max_seq_length:
             self.model.max_seq_length = self.config.max_seq_length
         self.max_seq_length = int(self.model.max_seq_length)

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from t2rag.data.corpus import Corpus
+from t2rag.model_loads import record_load
 from t2rag.retrieval.base import Hits
 from t2rag.retrieval.embedder import default_device, model_dtype, resolve_model_path
 from t2rag.retrieval.ranking import top_n
@@ -39,7 +40,7 @@ class RerankerConfig(BaseModel):
 
 
 @lru_cache(maxsize=2)
-def _load_cross_encoder(path: str, num_labels: int | None, max_length: int, device: str, dtype: str | None):
+def _load_cross_encoder(name: str, path: str, num_labels: int | None, max_length: int, device: str, dtype: str | None):
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -48,6 +49,7 @@ def _load_cross_encoder(path: str, num_labels: int | None, max_length: int, devi
         "device": device,
         "model_kwargs": {"torch_dtype": getattr(torch, model_dtype(device, dtype))},
     }
+    record_load(name)
     if not num_labels:
         return CrossEncoder(path, **kwargs)
     # A fresh scoring head is random: seed it so every process (driver, actors, replicas) builds the same one.
@@ -63,7 +65,9 @@ class CrossEncoderScorer:
         self.config = config or RerankerConfig()
         c = self.config
         device = c.device or default_device()
-        self.model = _load_cross_encoder(resolve_model_path(c.model), c.num_labels, c.max_length, device, c.dtype)
+        self.model = _load_cross_encoder(
+            c.model, resolve_model_path(c.model), c.num_labels, c.max_length, device, c.dtype
+        )
         self.tokenize_ahead = device.startswith("cuda") if c.tokenize_ahead is None else c.tokenize_ahead
 
     def score(self, questions: Sequence[str], passages: Sequence[str]) -> np.ndarray:

@@ -66,8 +66,11 @@ class VectorStore:
             Path(self.uri).mkdir(parents=True, exist_ok=True)
         self.db = lancedb.connect(self.uri, storage_options=lancedb_storage_options(self.uri))
 
+    def exists(self, name: str) -> bool:
+        return name in self._tables()
+
     def has_table(self, name: str, rows: int) -> bool:
-        if name not in self._tables():
+        if not self.exists(name):
             return False
         return self.db.open_table(name).count_rows() == rows
 

@@ -2,18 +2,18 @@
 sumcontext): prompts, generation and storage.
 
 Summaries are a corpus-side step: every context of a corpus is summarised once by the run's generator and the set
-is stored next to the vector indexes (LanceDB, local or s3://), keyed by the corpus fingerprint, the generator's
-engine and model, the template and its token budget, so any change produces a new set instead of stale text.
+is stored next to the vector indexes (LanceDB, local or s3://), batch by batch as they finish, keyed by the corpus
+fingerprint, the generator's engine and model, the template and its token budget, so any change produces a new set
+instead of stale text.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from t2rag.data.corpus import Corpus
 from t2rag.generation.requests import free_text_requests
@@ -21,8 +21,6 @@ from t2rag.resources import Resources
 from t2rag.retrieval.vector_store import VectorStore
 from t2rag.stages.base import Stage, with_columns
 from t2rag.stages.generate import Generate
-
-log = logging.getLogger(__name__)
 
 #: Contexts summarised per generator call in one process (each call is one progress line).
 CHUNK = 8
@@ -56,53 +54,64 @@ def context_summary_key(resources: Resources, corpus: Corpus) -> str:
     return f"summaries-{corpus.fingerprint}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
 
 
-def load_context_summaries(store: VectorStore, key: str, corpus: Corpus) -> list[str] | None:
-    """The stored summaries in corpus order, or None when the set is missing or incomplete."""
-    if not store.has_table(key, len(corpus)):
-        return None
+class SummariesIncomplete(RuntimeError):
+    """Some summaries of a corpus failed; the stored ones are kept and the next attempt generates the rest."""
+
+
+def stored_context_summaries(store: VectorStore, key: str) -> dict[str, str]:
+    """The summaries stored so far under `key`, by context id (a set may be partial: it grows as they finish)."""
+    if not store.exists(key):
+        return {}
     table = store.db.open_table(key).to_arrow()
-    text_of = dict(zip(table.column("context_id").to_pylist(), table.column("text").to_pylist(), strict=True))
-    if any(cid not in text_of for cid in corpus.context_ids):
-        return None
-    return [text_of[cid] for cid in corpus.context_ids]
-
-
-def context_summary_texts(generated: pa.Table) -> list[str]:
-    """Summary texts in `doc` order; failed generations become empty texts (and are reported)."""
-    generated = generated.sort_by("doc")
-    errors = generated.column("generation_error").to_pylist()
-    failed = sum(e is not None for e in errors)
-    if failed:
-        log.warning("%d of %d summaries failed; those contexts are indexed with an empty text", failed, len(errors))
-    return [(t or "").strip() for t in generated.column("raw_output").to_pylist()]
+    return dict(zip(table.column("context_id").to_pylist(), table.column("text").to_pylist(), strict=True))
 
 
 def ensure_context_summaries(
-    resources: Resources, corpus: Corpus, generate: Callable[[pa.Table], pa.Table] | None = None
+    resources: Resources, corpus: Corpus, generate: Callable[[pa.Table], Iterable[pa.Table]] | None = None
 ) -> Corpus:
-    """The corpus with every context replaced by its summary, generated and stored when not stored yet.
+    """The corpus with every context replaced by its summary; the ones not stored yet are generated and stored as
+    each batch finishes, so a fault loses only the batches in flight. Failed generations are not stored: they raise
+    `SummariesIncomplete` after the rest are stored, for the run's next attempt (or rerun) to retry.
 
-    `generate` runs the generation stage over a table of request rows (a Ray job passes its placed stage); by
-    default the stage runs in this process, CHUNK contexts per call.
+    `generate` runs the generation stage over a table of request rows and yields the generated batches as they
+    finish (a Ray job passes its generator service); by default the stage runs in this process, CHUNK contexts per
+    call.
     """
     store = VectorStore(resources.config.retrieval.index_uri)
     key = context_summary_key(resources, corpus)
-    texts = load_context_summaries(store, key, corpus)
-    if texts is None:
-        rows = ContextSummaryPrompts(resources)(pa.table({"doc": np.arange(len(corpus)), "text": list(corpus.texts)}))
-        texts = context_summary_texts(
-            generate(rows) if generate is not None else _generate_here(resources, rows, corpus)
+    stored = stored_context_summaries(store, key)
+    missing = [i for i, cid in enumerate(corpus.context_ids) if cid not in stored]
+    failed = 0
+    if missing:
+        texts = list(corpus.texts)
+        rows = ContextSummaryPrompts(resources)(pa.table({"doc": missing, "text": [texts[i] for i in missing]}))
+        ids = corpus.context_ids
+        for part in generate(rows) if generate is not None else _generate_here(resources, rows, corpus):
+            ok = pc.is_null(part.column("generation_error"))
+            failed += part.num_rows - int(pc.sum(ok).as_py() or 0)
+            done = part.filter(ok)
+            if done.num_rows == 0:
+                continue
+            docs, outputs = done.column("doc").to_pylist(), done.column("raw_output").to_pylist()
+            new = {ids[d]: (t or "").strip() for d, t in zip(docs, outputs, strict=True)}
+            table = pa.table({"context_id": list(new), "text": list(new.values())})
+            if store.exists(key):
+                store.db.open_table(key).add(table)
+            else:
+                store.db.create_table(key, data=table, mode="overwrite")
+            stored.update(new)
+    if failed:
+        raise SummariesIncomplete(
+            f"{failed} of {len(corpus)} context summaries of {corpus.name} failed ({len(stored)} stored); "
+            "the next attempt generates them"
         )
-        table = pa.table({"context_id": list(corpus.context_ids), "text": texts})
-        store.db.create_table(key, data=table, mode="overwrite")
-    return corpus.with_texts(texts, name=f"{corpus.name}-summaries")
+    return corpus.with_texts([stored[cid] for cid in corpus.context_ids], name=f"{corpus.name}-summaries")
 
 
-def _generate_here(resources: Resources, rows: pa.Table, corpus: Corpus) -> pa.Table:
-    stage, parts = Generate(resources), []
+def _generate_here(resources: Resources, rows: pa.Table, corpus: Corpus) -> Iterator[pa.Table]:
+    stage = Generate(resources)
     for start in range(0, rows.num_rows, CHUNK):
         part = rows.slice(start, CHUNK)
         done = f"{start + part.num_rows}/{rows.num_rows}"
         with resources.log.stage("summarize", part.num_rows, done=done, corpus=corpus.name):
-            parts.append(stage(part))
-    return pa.concat_tables(parts)
+            yield stage(part)

@@ -55,7 +55,7 @@ def test_the_ray_processor_answers_every_sampled_question(ray_run):
 def vllm_server():
     """`vllm serve` on the same export, the OpenAI-compatible server a user would start."""
     from t2rag.generation.config import PRESETS
-    from t2rag.generation.vllm_ray import model_source
+    from t2rag.generation.vllm_engine import model_source
 
     preset = PRESETS[PRESET]
     port = free_port()

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
-from ray_jobs.evaluate import plan as ray_plan
 from t2rag.config import load_config
 from t2rag.methods import ANSWER, DENSE, METHODS
-from t2rag.pipeline.local import LocalEngine
 from t2rag.pipeline.plan import plan_work
-from t2rag.resources import Resources
 
 CONFIGS = {
     "retrieval": {"methods": ["bm25", "base", "hybrid_rrf"], "retrieval_only": True},
@@ -26,15 +21,6 @@ CONFIGS = {
 
 def _as_rows(groups) -> list[tuple]:
     return [(g.stages, g.rows.to_pylist()) for g in groups]
-
-
-@pytest.mark.parametrize("name", list(CONFIGS))
-def test_every_engine_plans_the_same_work(sample, name, tmp_path):
-    config = load_config(None, {**CONFIGS[name], "out": str(tmp_path)})
-    done = {("bm25", sample.scored().column("id")[0].as_py())}
-    local = LocalEngine(config, Resources(config, questions=sample)).plan(done)
-    distributed = ray_plan(config, Resources(config, questions=sample), done)
-    assert _as_rows(local) == _as_rows(distributed) == _as_rows(plan_work(config, sample, done))
 
 
 def test_plan_rows_stages_and_resume(sample, tmp_path):

@@ -7,8 +7,7 @@ from ray_jobs.pools import PoolSpec
 
 
 def vllm(replicas: int, tp: int, accelerator: str | None = None) -> PoolSpec:
-    return PoolSpec("evaluate", "answers", ("generate",), "vllm", "m", replicas, float(tp), float(tp), tp,
-                    accelerator, side_cpus=3.0)  # fmt: skip
+    return PoolSpec("run", "generator", ("generate",), "vllm", "m", replicas, float(tp), float(tp), tp, accelerator)
 
 
 def actors(n: int, cpus: float, gpus: float = 0.0) -> PoolSpec:
@@ -25,8 +24,8 @@ def test_a_tensor_parallel_group_needs_its_gpus_on_one_node():
 
 def test_pools_placed_at_once_share_the_nodes():
     node = [Node("n", 32, 8, "H100")]
-    assert fit([vllm(3, 1, "H100"), vllm(3, 1, "H100"), actors(1, 1, 1), actors(1, 1, 1)], node).fits
-    over = fit([vllm(4, 1, "H100"), vllm(3, 1, "H100"), actors(1, 1, 1), actors(1, 1, 1)], node)
+    assert fit([vllm(6, 1, "H100"), actors(1, 1, 1), actors(1, 1, 1)], node).fits
+    over = fit([vllm(7, 1, "H100"), actors(1, 1, 1), actors(1, 1, 1)], node)
     assert not over.fits and over.needed["GPU"] == 9 and over.available["GPU"] == 8
     assert "the pools placed before it hold the rest" in over.reason
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import signal
 import subprocess
 import sys
 import threading
@@ -101,36 +99,23 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in caplog.text  # credentials never reach the logs
 
 
-def _generator_worker_pids() -> list[int]:
-    """Processes of the `generate` stage's pool (Ray titles each actor's process after its class)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                title = (entry / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            if GENERATE_ACTOR.search(title):
-                pids.append(int(entry.name))
-    return pids
+def _kill_replica_once(services: list, records_dir: Path, done: threading.Event, killed: list) -> None:
+    """Kill this run's generator replica (as a crash: Ray restarts it) once the first records are written."""
+    import ray
 
-
-GENERATE_ACTOR = re.compile(r"(?<![A-Za-z])Generate(?![A-Za-z])")
-
-
-def _kill_generator_actor_once(records_dir: Path, done: threading.Event, killed: list) -> None:
     deadline = time.time() + 240
     while time.time() < deadline and not done.is_set():
-        if records_dir.exists() and any(records_dir.glob("*.parquet")):
-            for pid in _generator_worker_pids():
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            if killed:
-                return
+        if services and services[0]._replicas and records_dir.exists() and any(records_dir.glob("*.parquet")):
+            for replica in services[0]._replicas:
+                ray.kill(replica, no_restart=False)
+                killed.append(replica)
+            return
         time.sleep(0.2)
 
 
-def test_killed_actor_loses_nothing_and_duplicates_nothing(ray_local, tiny_data, tmp_path):
+def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(ray_local, tiny_data, tmp_path, monkeypatch):
+    """The replica is killed mid-run: Ray restarts it, the batch in flight is sent again, and the one run finishes
+    with every record once, without a rerun."""
     out = tmp_path / "resume"
     config = _config(
         tiny_data,
@@ -142,26 +127,33 @@ def test_killed_actor_loses_nothing_and_duplicates_nothing(ray_local, tiny_data,
         # Blocks of 3 rows from prompt building on, so records are written (and resumable) 3 at a time.
         ray={"block_rows": 3, "retrieve_batch_size": 3, "generate_batch_size": 3},
     )
+    services: list = []
+
+    class Recorded(evaluate.GeneratorService):
+        def __init__(self, config):
+            super().__init__(config)
+            services.append(self)
+
+    monkeypatch.setattr(evaluate, "GeneratorService", Recorded)
     done, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_generator_actor_once, args=(out / "records", done, killed))
+    killer = threading.Thread(target=_kill_replica_once, args=(services, out / "records", done, killed))
     killer.start()
     try:
-        try:
-            run_ray(config)
-        except Exception:  # if Ray gives up on the job, a rerun resumes from the written blocks
-            run_ray(config)
+        summary = run_ray(config)
     finally:
         done.set()
         killer.join()
-    assert killed, "the generator actor was never killed mid-run"
+    assert killed, "the generator replica was never killed mid-run"
     records = read_records(str(out))
     ids = records.column("id").to_pylist()
     assert len(ids) == len(set(ids)) == 12  # the seeded sample of both subsets, complete and without duplicates
     assert pc.all(pc.is_valid(records.column("raw_output"))).as_py()
-    # A rerun of the finished job computes nothing and reports the same numbers.
+    assert summary["attempts"]["still_failed"] == 0
+    assert summary["model_loads"]["smollm2-135m"] == 2  # the first start and the restart
+    # A rerun of the finished job computes nothing, loads nothing and reports the same numbers.
     again = run_ray(config)
     assert read_records(str(out)).num_rows == 12
-    assert again["methods"]["oracle"]["weighted"]["generated"] == 12
+    assert again["methods"]["oracle"]["weighted"]["generated"] == 12 and again["model_loads"] == {}
 
 
 def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data, tmp_path, monkeypatch):
@@ -249,10 +241,16 @@ def test_cpu_actors_tokenize_for_gpu_embedding_actors(ray_local, tiny_data, tmp_
     assert rows["tokenize_queries"] == rows["embed_queries"] == 2 * questions
 
 
+class FakeService:
+    """Stands for the run's generator service where nothing runs: two replica handles to hand to the clients."""
+
+    replicas = ("replica-1", "replica-2")
+
+
 def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, monkeypatch):
-    """Methods reach their answers by different chains; the generator is placed once for all of them (one vLLM
-    engine or one pool of model-holding actors per run), HyDE's own query generation apart, and every other stage
-    once per kind of row (retrieval only, answered)."""
+    """Methods reach their answers by different chains; every generation goes to the run's one generator service
+    (HyDE's documents and the answering tail alike), and every other stage is placed once per kind of row
+    (retrieval only, answered)."""
     config = _config(
         tiny_data,
         tmp_path / "out",
@@ -269,11 +267,13 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
     placed: list[tuple[str, ...]] = []
     together: list[list[tuple[str, ...]]] = []
     place, place_together = evaluate.place, evaluate.place_together
-    monkeypatch.setattr(evaluate, "place", lambda ds, stages, cfg: placed.append(stages) or place(ds, stages, cfg))
+    monkeypatch.setattr(
+        evaluate, "place", lambda ds, stages, cfg, service: placed.append(stages) or place(ds, stages, cfg, service)
+    )
 
-    def record_together(parts, cfg):
+    def record_together(parts, cfg, service):
         together.append([stages for _, stages in parts])
-        return place_together(parts, cfg)
+        return place_together(parts, cfg, service)
 
     monkeypatch.setattr(evaluate, "place_together", record_together)
     blocks: list[tuple[int, int]] = []
@@ -284,7 +284,7 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
         return from_table(table, block_rows)
 
     monkeypatch.setattr(evaluate, "dataset_from_table", record_blocks)
-    evaluate.placed_work(config, work)  # lazy: places the stages, runs nothing
+    evaluate.placed_work(config, work, FakeService())  # lazy: places the stages, runs nothing
     # Rows that generate come in small blocks (the unit of resume), rows that only retrieve in large ones.
     assert [rows for rows, _ in blocks] == [g.rows.num_rows for g in work]
     sizes = {g.stages: size for g, (_, size) in zip(work, blocks, strict=True)}

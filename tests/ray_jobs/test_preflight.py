@@ -21,20 +21,21 @@ def test_the_paper_config_fits_one_8_gpu_node_with_its_resources_loads_and_estim
     config = load_config(ROOT / "configs/paper_table3.yaml", SAMPLE)
     plan = make_plan(config, cluster_file_target(str(ROOT / "cluster.yaml"), max_workers=1))
     assert plan.refusal is None
-    evaluate = [p for p in plan.pools if p.phase == "evaluate"]
-    assert sum(p.actors * p.gpus for p in evaluate) == 8  # the whole node, no more
-    engines = [p for p in evaluate if p.engine == "vllm"]
-    assert {p.role for p in engines} == {"hyde", "answers"} and all(p.accelerator == "H100" for p in engines)
-    assert {p.role: p.gpus for p in evaluate if p.engine == "actors" and p.gpus} == {"queries": 1.0, "rerank": 1.0}
-    loads = plan.model_loads()
-    # Summaries: one processor per corpus (2 here), then HyDE's and the answers' processors: 3 replicas each.
-    assert loads["casperhansen/llama-3.3-70b-instruct-awq"] == 3 * 2 + 3 + 3
+    held = [p for p in plan.pools if p.phase in ("run", "evaluate")]
+    assert sum(p.actors * p.gpus for p in held) == 8  # the whole node, no more
+    (generator,) = [p for p in plan.pools if p.role == "generator"]
+    assert generator.phase == "run" and generator.engine == "vllm" and generator.accelerator == "H100"
+    assert (generator.actors, generator.gpus) == (6, 1.0)
+    assert {p.role: p.gpus for p in held if p.engine == "actors" and p.gpus} == {"queries": 1.0, "rerank": 1.0}
+    # One engine per replica for the whole run: summaries, HyDE's documents and the answers share it.
+    assert plan.model_loads()["casperhansen/llama-3.3-70b-instruct-awq"] == 6
     e = plan.estimate
     assert e.wall_s is not None and e.wall_s > 0 and e.gpu_hours > 0
+    assert set(e.phases) == {"index", "evaluate"}
     assert set(e.sources) == {"casperhansen/llama-3.3-70b-instruct-awq", "intfloat/multilingual-e5-large-instruct",
                               "cross-encoder/ms-marco-MiniLM-L-6-v2"}  # fmt: skip
     text = render(plan)
-    assert "Fits: yes" in text and "Model loads: casperhansen/llama-3.3-70b-instruct-awq x12" in text
+    assert "Fits: yes" in text and "Model loads: casperhansen/llama-3.3-70b-instruct-awq x6" in text
 
 
 def _needs_two_gpus(tmp_path) -> Path:

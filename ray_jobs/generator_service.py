@@ -1,0 +1,227 @@
+"""The run's generator on Ray: one set of model-holding replica actors for the whole run, whatever generates.
+
+Context summaries, HyDE's documents and the answers are phases of one job; each sends its request rows through a
+light Ray Data stage (`ServiceClient`, no CPU, no model) to the same replicas, so a run loads the model once per
+replica instead of once per phase, corpus or processor. A replica holds the run's `Generator` (vLLM in process,
+llama.cpp, or an HTTP client) behind the one `Generate` stage every engine uses.
+
+Faults: replicas restart when they or their node die (`max_restarts=-1`, on a fresh node when the old one is
+gone, in their placement group for tensor parallelism). A client retries a batch on another replica when a replica
+dies, and treats a replica that gives no answer within `ray.engine_timeout_s` as hung: it is killed (and so
+restarted) and the batch goes elsewhere. A batch that fails `ray.generate_attempts` times comes back with its rows
+marked failed (`generation_error`), which the run retries on its next attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from t2rag.config import RunConfig
+from t2rag.generation.requests import GENERATION_COLUMNS
+
+log = logging.getLogger("t2rag.progress")
+
+
+@dataclass(frozen=True)
+class ReplicaShape:
+    """What one replica holds: its CPUs and GPUs, and how many of the GPUs are one tensor-parallel engine."""
+
+    cpus: float
+    gpus: float
+    bundles: int  # vLLM workers (tensor x pipeline parallel): one GPU each, in one placement group
+    accelerator: str | None
+    count: int
+
+
+def replica_shape(config: RunConfig) -> ReplicaShape:
+    """The replicas a run's generator needs: vLLM on GPUs gets tensor x pipeline parallel GPUs per replica
+    (`generator.replicas` of them); CPU engines and HTTP clients get `ray.generate_actors` actors of one CPU."""
+    g = config.generator
+    assert g is not None
+    if g.engine == "vllm" and g.device == "gpu":
+        per = g.tensor_parallel_size * g.pipeline_parallel_size
+        return ReplicaShape(float(per), float(per), per, g.accelerator_type, g.replicas)
+    if g.engine == "vllm":
+        return ReplicaShape(1.0, 0.0, 1, None, g.replicas)
+    return ReplicaShape(1.0, 0.0, 1, None, config.ray.generate_actors)
+
+
+class GeneratorReplica:
+    """One replica: the run's generator, loaded when the actor starts (so a load is counted once per start)."""
+
+    def __init__(self, config_json: str):
+        from ray_jobs.common import count_loads_on_meter
+        from t2rag.resources import Resources
+        from t2rag.stages.generate import Generate
+
+        count_loads_on_meter()
+        resources = Resources(RunConfig.model_validate_json(config_json))
+        resources.generator.load()
+        self.stage = Generate(resources)
+        self.lock = threading.Lock()  # an engine runs one batch at a time; others wait here
+        self.waiting = 0
+
+    def pending(self) -> int:
+        """Batches this replica holds (running and queued)."""
+        return self.waiting
+
+    def generate(self, batch: pa.Table) -> pa.Table:
+        from ray_jobs.common import report
+
+        self.waiting += 1
+        try:
+            with self.lock:
+                start = time.perf_counter()
+                out = self.stage(batch)
+                report("generate", batch.num_rows, time.perf_counter() - start)
+                return out
+        finally:
+            self.waiting -= 1
+
+
+class GeneratorService:
+    """The run's replicas, started once (on first use) and held until `stop` (or the end of a `with` block)."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self._replicas: list = []
+        self.groups: list = []
+
+    @property
+    def replicas(self) -> list:
+        """The replica actors, started on first use (a run with nothing left to generate loads no model)."""
+        if not self._replicas:
+            self._start()
+        return self._replicas
+
+    def __enter__(self) -> GeneratorService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _start(self) -> None:
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from t2rag.generation.vllm_engine import engine_runtime_env
+
+        s, g = replica_shape(self.config), self.config.generator
+        actor = ray.remote(GeneratorReplica)
+        options = {
+            "max_restarts": -1,
+            "max_task_retries": 0,  # the client retries, on another replica when this one is gone
+            "max_concurrency": 4,  # `pending` answers while a batch runs
+            "runtime_env": engine_runtime_env(g) if g.engine == "vllm" else None,
+        }
+        for _ in range(s.count):
+            if s.bundles > 1:  # tensor parallelism: vLLM's Ray workers go in this group (one GPU each)
+                bundle = {"GPU": 1, "CPU": 1}
+                if s.accelerator:
+                    bundle[f"accelerator_type:{s.accelerator}"] = 0.001
+                group = placement_group([bundle] * s.bundles, strategy="PACK")
+                self.groups.append(group)
+                strategy = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
+                handle = actor.options(num_cpus=0, num_gpus=0, scheduling_strategy=strategy, **options)
+            else:
+                resources = {"num_cpus": s.cpus, "num_gpus": s.gpus}
+                if s.accelerator:
+                    resources["accelerator_type"] = s.accelerator
+                handle = actor.options(**resources, **options)
+            self._replicas.append(handle.remote(self.config.model_dump_json()))
+        log.info("generator: %d replica(s) of %s starting", s.count, g.model)
+
+    def stop(self) -> None:
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        for replica in self._replicas:
+            ray.kill(replica, no_restart=True)
+        for group in self.groups:
+            remove_placement_group(group)
+        self._replicas, self.groups = [], []
+
+
+class ServiceClient:
+    """A Ray Data stage that sends each batch of request rows to the least busy live replica and returns the
+    rows with the generation columns; it holds no model (and no CPU)."""
+
+    def __init__(self, replicas: list, timeout_s: float, attempts: int):
+        self.replicas = replicas
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        errors: list[str] = []
+        for attempt in range(1, self.attempts + 1):
+            replica = self._least_busy()
+            if replica is None:
+                errors.append("no replica answered")
+                time.sleep(min(2.0 * attempt, 10.0))  # replicas restarting (a lost node): wait for them
+                continue
+            try:
+                return ray.get(replica.generate.remote(batch), timeout=self.timeout_s)
+            except GetTimeoutError:
+                errors.append(f"no answer within {self.timeout_s:g} s (engine hung): restarted")
+                ray.kill(replica, no_restart=False)
+            except RayActorError as exc:
+                errors.append(f"replica lost ({type(exc).__name__})")
+            log.warning("generate: attempt %d of %d for %d rows failed: %s", attempt, self.attempts,
+                        batch.num_rows, errors[-1])  # fmt: skip
+        return _failed(batch, f"generator unavailable after {self.attempts} attempts: {'; '.join(errors)}")
+
+    def _least_busy(self):
+        import ray
+
+        probes = {i: r.pending.remote() for i, r in enumerate(self.replicas)}
+        ready, _ = ray.wait(list(probes.values()), num_returns=len(probes), timeout=min(self.timeout_s, 30.0))
+        loads = {}
+        for i, ref in probes.items():
+            if ref in ready:
+                try:
+                    loads[i] = ray.get(ref)
+                except Exception:  # a dead or restarting replica
+                    continue
+        return self.replicas[min(loads, key=loads.get)] if loads else None
+
+
+def _failed(batch: pa.Table, error: str) -> pa.Table:
+    n = batch.num_rows
+    columns = {name: pa.nulls(n, dtype) for name, dtype in GENERATION_COLUMNS.items()}
+    columns["raw_output"] = pa.array([""] * n, pa.string())
+    columns["generation_error"] = pa.array([error] * n, pa.string())
+    for name, values in columns.items():
+        index = batch.schema.get_field_index(name)
+        batch = batch.set_column(index, name, values) if index >= 0 else batch.append_column(name, values)
+    return batch
+
+
+def place_on_service(ds, service: GeneratorService, config: RunConfig):
+    """`ds` (request rows) through the service: a client pool of two per replica, so each replica always has a
+    batch waiting."""
+    import ray
+
+    g = config.generator
+    assert g is not None
+    batch_size = g.batch_size if g.engine == "vllm" else config.ray.generate_batch_size
+    return ds.map_batches(
+        ServiceClient,
+        fn_constructor_kwargs={
+            "replicas": service.replicas,
+            "timeout_s": config.ray.engine_timeout_s,
+            "attempts": config.ray.generate_attempts,
+        },
+        compute=ray.data.ActorPoolStrategy(size=2 * len(service.replicas)),
+        num_cpus=0,
+        batch_size=batch_size,
+        batch_format="pyarrow",
+    )
