@@ -1,11 +1,12 @@
-"""Generation throughput of vLLM through Ray Data's LLM processor against the same engine driven directly
-(`vllm.LLM.chat`), on the same real answer prompts, measured in one run. Run it in the vLLM environment:
+"""Generation throughput of vLLM in a replica of the run's generator service (a Ray actor holding the in-process
+engine, ray_jobs.generator_service) against the same engine driven directly (`vllm.LLM.chat`), on the same real
+answer prompts, measured in one run. Run it in the vLLM environment:
 
     make vllm && T2RAG_MODELS=.venv-vllm/models .venv-vllm/bin/python bench/vllm_throughput.py [--questions 32]
 
-Both paths start an engine, so each is timed on N and on 2N prompts and the steady-state rate is the marginal one:
-N / (T(2N) - T(N)). That removes engine start-up (and, for Ray, actor start-up and the dataset plan) from both.
-Prompt and output tokens/s are reported for the 2N run; the ratio Ray/direct is the figure to compare.
+Both paths start an engine, so each is timed on N and on 2N other prompts and the steady-state rate is the marginal one:
+N / (T(2N) - T(N)). That removes engine start-up (and, for Ray, the actor's start-up) from both. Prompt and output
+tokens/s are reported for the 2N run; the ratio Ray/direct is the figure to compare.
 """
 
 from __future__ import annotations
@@ -41,15 +42,15 @@ def answer_requests(n: int, max_tokens: int):
 def direct(requests, config) -> dict[str, float]:
     import vllm
 
-    from t2rag.generation.vllm_ray import model_source, sampling_dict, vllm_engine_kwargs
+    from t2rag.generation.vllm_engine import model_source, sampling_dict, vllm_engine_kwargs
 
     os.environ.update(config.engine_env)
     llm = vllm.LLM(model=model_source(config), **vllm_engine_kwargs(config))
     params = vllm.SamplingParams(**sampling_dict(requests[0].params, constrained_json=False))
     timings = {}
-    for count in (len(requests) // 2, len(requests)):
+    for count, part in _parts(requests):
         started = time.perf_counter()
-        outputs = llm.chat([list(r.messages) for r in requests[:count]], params, use_tqdm=False)
+        outputs = llm.chat([list(r.messages) for r in part], params, use_tqdm=False)
         timings[count] = time.perf_counter() - started
     tokens_in = sum(len(o.prompt_token_ids) for o in outputs)
     tokens_out = sum(len(o.outputs[0].token_ids) for o in outputs)
@@ -59,18 +60,33 @@ def direct(requests, config) -> dict[str, float]:
 
 
 def through_ray(requests, config) -> dict[str, float]:
-    from t2rag.generation.vllm_ray import VLLMRayGenerator
+    import pyarrow as pa
+    import ray
 
-    generator = VLLMRayGenerator(config)
+    from ray_jobs.generator_service import GeneratorService
+    from t2rag.config import RunConfig
+    from t2rag.generation.requests import request_columns
+
+    service = GeneratorService(RunConfig(generator=config, methods=["oracle"]))
+    (replica,) = service.replicas
     timings = {}
-    for count in (len(requests) // 2, len(requests)):
+    for count, part in _parts(requests):
+        batch = pa.table(request_columns(part))
         started = time.perf_counter()
-        generations = generator.generate(requests[:count])
+        out = ray.get(replica.generate.remote(batch))
         timings[count] = time.perf_counter() - started
-        assert all(g.error is None for g in generations), [g.error for g in generations if g.error][:3]
-    tokens_in = sum(g.prompt_tokens for g in generations)
-    tokens_out = sum(g.completion_tokens for g in generations)
+        errors = [e for e in out.column("generation_error").to_pylist() if e]
+        assert not errors, errors[:3]
+    service.stop()
+    tokens_in = sum(out.column("prompt_tokens").to_pylist())
+    tokens_out = sum(out.column("completion_tokens").to_pylist())
     return _figures(timings, tokens_in, tokens_out)
+
+
+def _parts(requests):
+    """N prompts, then 2N others: the replica caches generations, so the large run must not repeat the small."""
+    n = len(requests) // 3
+    return [(n, requests[:n]), (2 * n, requests[n : 3 * n])]
 
 
 def _figures(timings: dict[int, float], tokens_in: int, tokens_out: int) -> dict[str, float]:
@@ -98,7 +114,7 @@ def main() -> None:
     from t2rag.generation.config import PRESETS
 
     config = PRESETS[args.preset]
-    requests = answer_requests(args.questions, args.max_tokens)
+    requests = answer_requests(3 * args.questions // 2, args.max_tokens)
     result = {"direct": direct(requests, config)}
     start_local_cluster(num_cpus=12, num_gpus=1, log_to_driver=False)  # as `t2rag eval --engine ray` starts one
     result["ray"] = through_ray(requests, config)

@@ -110,7 +110,7 @@ def stage_meter():
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     options = {"name": METER_NAME, "get_if_exists": True, "lifetime": None, "max_restarts": -1}
     return ray.remote(num_cpus=0)(StageMeter).options(scheduling_strategy=here, **options).remote()
 

@@ -70,6 +70,14 @@ class GeneratorReplica:
         """Batches this replica holds (running and queued)."""
         return self.waiting
 
+    def where(self) -> dict:
+        """The node and process this replica runs in (for operators, and for tests that take a node away)."""
+        import os
+
+        import ray
+
+        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+
     def generate(self, batch: pa.Table) -> pa.Table:
         from ray_jobs.common import report
 
@@ -163,10 +171,9 @@ class ServiceClient:
 
         errors: list[str] = []
         for attempt in range(1, self.attempts + 1):
-            replica = self._least_busy()
+            replica = self._wait_for_replica()
             if replica is None:
-                errors.append("no replica answered")
-                time.sleep(min(2.0 * attempt, 10.0))  # replicas restarting (a lost node): wait for them
+                errors.append(f"no replica alive within {self.timeout_s:g} s")
                 continue
             try:
                 return ray.get(replica.generate.remote(batch), timeout=self.timeout_s)
@@ -178,6 +185,16 @@ class ServiceClient:
             log.warning("generate: attempt %d of %d for %d rows failed: %s", attempt, self.attempts,
                         batch.num_rows, errors[-1])  # fmt: skip
         return _failed(batch, f"generator unavailable after {self.attempts} attempts: {'; '.join(errors)}")
+
+    def _wait_for_replica(self):
+        """The least busy live replica; while none is alive (restarting after a lost node: a new node, a model
+        load), wait for one, at most `timeout_s`."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            replica = self._least_busy()
+            if replica is not None or time.monotonic() > deadline:
+                return replica
+            time.sleep(2.0)
 
     def _least_busy(self):
         import ray

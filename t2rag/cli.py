@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
@@ -391,10 +392,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     quiet_libraries(args.verbose)
     global _json_out
+    saved_fd = None
     if getattr(args, "json", False):
-        # Ray forwards worker and raylet lines to the driver's stdout, and libraries print there too: during a
-        # --json command only the one JSON document reaches stdout, everything else goes to stderr.
-        _json_out, sys.stdout = sys.stdout, sys.stderr
+        # Ray forwards worker and raylet lines to the driver's stdout, libraries print there too, and processes this
+        # one starts (vLLM's engine core) write to its file descriptor 1: during a --json command, descriptor 1 is
+        # stderr, and only the one JSON document goes to the real stdout (a copy of the original descriptor).
+        if sys.stdout is sys.__stdout__:
+            sys.stdout.flush()
+            saved_fd = os.dup(1)
+            os.dup2(2, 1)
+            _json_out = os.fdopen(os.dup(saved_fd), "w")
+        else:  # stdout is an object of the caller's (a test capturing it): swap objects only
+            _json_out = sys.stdout
+        sys.stdout = sys.stderr
     try:
         return args.func(args)
     except T2RagError as exc:
@@ -412,7 +422,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"t2rag: error: {type(exc).__name__}: {one_line(exc)} (-vv shows the traceback)", file=sys.stderr)
         return 1
     finally:
-        if _json_out is not None:
+        if saved_fd is not None:
+            assert _json_out is not None
+            _json_out.close()
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+            sys.stdout, _json_out = sys.__stdout__, None
+        elif _json_out is not None:
             sys.stdout, _json_out = _json_out, None
 
 

@@ -1,8 +1,8 @@
-"""vLLM for real, on its CPU build (`make test-vllm`): the Ray Data processor drives the engine end to end, and its
-records equal what the same model returns through `vllm serve` with the project's `openai` generator.
+"""vLLM for real, on its CPU build (`make test-vllm`): the run's generator service drives the in-process engine end
+to end on Ray, loading it once per run, and its records equal what the same model returns through `vllm serve`
+with the project's `openai` generator; the single-process engine loads it once for every phase of a run.
 
 The model is the packaged SmolLM2-135M-Instruct exported to Hugging Face format (t2rag.generation.hf_export).
-The vLLM stage asks Ray for one GPU per replica even on the CPU build, so the local cluster declares one.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.conftest import free_port, real_table, requires_vllm, write_layout
 from tests.generation.vllm_runs import MAX_TOKENS, METHODS, evaluate, records, run_config
@@ -41,7 +42,7 @@ def ray_run(data_dir, tmp_path_factory, short_system_prompt) -> Path:
     return out
 
 
-def test_the_ray_processor_answers_every_sampled_question(ray_run):
+def test_the_generator_service_answers_every_sampled_question_with_one_engine(ray_run):
     got = records(ray_run)
     assert len(got) == len(METHODS) * 4  # 2 questions per subset and method
     for row in got.values():
@@ -49,6 +50,7 @@ def test_the_ray_processor_answers_every_sampled_question(ray_run):
         assert row["raw_output"] and 0 < row["completion_tokens"] <= MAX_TOKENS and row["prompt_tokens"] > 40
     summary = json.loads((ray_run / "summary.json").read_text())
     assert summary["methods"]["base"]["weighted"]["questions"] == 120  # retrieval over every question
+    assert summary["model_loads"]["smollm2-135m"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +95,18 @@ def test_records_equal_those_through_vllm_serve(ray_run, vllm_server, data_dir, 
     for key, row in batch.items():
         assert row["raw_output"] == served[key]["raw_output"], key
         assert row["prediction"] == served[key]["prediction"] or row["prediction"] != row["prediction"], key
+
+
+def test_one_engine_for_every_phase_of_a_single_process_run(tiny_data, tmp_path, short_system_prompt):
+    """Context summaries, HyDE's documents and the answers of five methods on the single-process engine: vLLM is
+    started once (it used to start a processor, and so an engine, for every block of 8 prompts)."""
+    out = tmp_path / "run"
+    config = run_config(tiny_data, out, {"preset": PRESET}, "local", short_system_prompt)
+    fields = yaml.safe_load(config.read_text())
+    fields.update(methods=["pretrained_only", "oracle", "base", "hyde", "sumcontext"], limit=1)
+    fields["prompts"].update(hyde_max_tokens=24, summary_max_tokens=24)
+    fields["retrieval"]["index_uri"] = str(tmp_path / "lancedb")
+    config.write_text(yaml.safe_dump(fields))
+    summary = evaluate(config)
+    assert summary["model_loads"]["smollm2-135m"] == 1
+    assert set(summary["methods"]) == set(fields["methods"])

@@ -298,6 +298,7 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
 
 
 WORKER_NOISE = """
+import os
 import sys
 import threading
 
@@ -305,12 +306,17 @@ if sys.argv and sys.argv[0].endswith("default_worker.py"):  # a Ray worker: prin
     timer = threading.Timer(3.0, lambda: print("noise printed by a Ray worker", flush=True))
     timer.daemon = True
     timer.start()
+elif "t2rag.cli" in sys.orig_argv:  # the CLI: a process it starts writes to descriptor 1
+    timer = threading.Timer(3.0, lambda: os.system("echo noise printed by a child process"))
+    timer.daemon = True
+    timer.start()
 """
 
 
 def test_json_output_is_only_json_on_the_ray_engine(tiny_data, tmp_path):
     """`t2rag eval --engine ray --json` in a fresh process (its own Ray) whose workers print to stdout, as the
-    raylet's worker warnings do: Ray forwards those lines to the driver, and they must reach stderr, not stdout."""
+    raylet's worker warnings do, and which starts a process that writes to its stdout, as vLLM's engine core does:
+    both must reach stderr, not stdout."""
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(WORKER_NOISE)
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
@@ -319,6 +325,7 @@ def test_json_output_is_only_json_on_the_ray_engine(tiny_data, tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "noise printed by a Ray worker" in done.stderr  # forwarded, and sent to stderr
+    assert "noise printed by a child process" in done.stderr  # descriptor 1 is stderr during the command
     result = json.loads(done.stdout)  # the whole of stdout is one JSON document
     assert result["methods"]["bm25"]["weighted"]["questions"] == 33
     assert done.stdout.count("\n") == 1
