@@ -5,7 +5,7 @@ answer prompts, measured in one run. Run it in the vLLM environment:
     make vllm && T2RAG_MODELS=.venv-vllm/models .venv-vllm/bin/python bench/vllm_throughput.py [--questions 32]
 
 Both paths start an engine, so each is timed on N and on 2N other prompts and the steady-state rate is the marginal one:
-N / (T(2N) - T(N)). That removes engine start-up (and, for Ray, the actor's start-up) from both. Prompt and output
+N / (T(2N) - T(N)), after each path has started its engine. Prompt and output
 tokens/s are reported for the 2N run; the ratio Ray/direct is the figure to compare.
 """
 
@@ -69,6 +69,7 @@ def through_ray(requests, config) -> dict[str, float]:
 
     service = GeneratorService(RunConfig(generator=config, methods=["oracle"]))
     (replica,) = service.replicas
+    ray.get(replica.pending.remote())  # waits for the actor to start and load the engine, as `direct` does first
     timings = {}
     for count, part in _parts(requests):
         batch = pa.table(request_columns(part))

@@ -21,13 +21,12 @@ from serve.generator import GeneratorDeployment
 from serve.ingress import RAGIngress
 from serve.settings import API_KEY_ENV, ServeSettings
 from t2rag.config import RayConfig
-from t2rag.errors import ConfigError, T2RagError
+from t2rag.errors import T2RagError
 
 log = logging.getLogger(__name__)
 
 APP_NAME = "t2rag"
 OBJECT_STORE_BYTES = 256 * 2**20
-LLM_APP_NAME = "llm"  # Ray Serve LLM's application beside the t2rag app, for vllm generators
 READY_TIMEOUT_S = 900.0
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -42,7 +41,8 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
 
 
 def compose(settings: ServeSettings, generator: Application | None = None) -> Application:
-    """Bind the deployments into one application; `generator` replaces the configured generator deployment."""
+    """Bind the deployments into one application; `generator` replaces the configured generator deployment. A vLLM
+    generator's engine (Ray Serve LLM's deployment) is bound inside it, with no route of its own."""
     config = settings.run_config()
     methods = settings.served_methods(config)
     health = {
@@ -50,11 +50,16 @@ def compose(settings: ServeSettings, generator: Application | None = None) -> Ap
         "health_check_timeout_s": settings.health_check_timeout_s,
     }
     if generator is None and config.generator is not None:
+        llm = None
+        if config.generator.engine == "vllm":
+            from serve.llm import llm_deployment
+
+            llm = llm_deployment(config.generator)
         generator = GeneratorDeployment.options(
             ray_actor_options={"num_cpus": settings.generator_cpus, "num_gpus": settings.generator_gpus},
-            max_ongoing_requests=32,
+            max_ongoing_requests=settings.generator_ongoing_requests,
             **health,
-        ).bind(served_generator(settings, config), settings)
+        ).bind(config.generator, settings, llm)
     return RAGIngress.options(
         ray_actor_options={"num_cpus": settings.replica_cpus, "num_gpus": settings.retrieval_gpus},
         **ingress_scaling(settings),
@@ -78,25 +83,6 @@ def ingress_scaling(settings: ServeSettings) -> dict[str, Any]:
     return scaling
 
 
-def served_generator(settings: ServeSettings, config):
-    """The generator config the Generator deployment runs.
-
-    A vLLM generator is served by Ray Serve LLM (serve/llm.py) as its own application; the Generator deployment
-    then reaches it over its OpenAI-compatible route (`llm_base_url`).
-    """
-    generator = config.generator
-    if generator.engine != "vllm":
-        return generator
-    if not settings.llm_base_url:
-        raise ConfigError(
-            "a vllm generator is served through Ray Serve LLM: deploy serve.llm:build_llm_app as a second "
-            "application (see serve/config.yaml) and set llm_base_url to its /v1 route"
-        )
-    from serve.llm import openai_client_config
-
-    return openai_client_config(generator, settings.llm_base_url)
-
-
 def run_foreground(
     config_path: str | None,
     data: str | None,
@@ -112,12 +98,10 @@ def run_foreground(
     settings = ServeSettings.parse({"config": config_path, "data": data, "generator": generator})
     config = settings.run_config()
     local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    serves_llm = config.generator is not None and config.generator.engine == "vllm"
-    if serves_llm:
-        from serve.llm import LLM_ROUTE, llm_config
+    if config.generator is not None and config.generator.engine == "vllm":
+        from serve.llm import llm_config
 
         llm_config(config.generator)  # a bad engine config fails here; building the app would start Ray itself
-        settings = settings.model_copy(update={"llm_base_url": f"http://{local}:{port}{LLM_ROUTE}/v1"})
     app = compose(settings)  # binding needs no Ray: a bad config fails here, before anything starts
     if host not in LOOPBACK_HOSTS:
         guarded = "" if settings.api_key is not None else f"; set {API_KEY_ENV} to require an API key"
@@ -131,11 +115,6 @@ def run_foreground(
         signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own handler
         serve.start(http_options={"host": host, "port": port})
         try:
-            if serves_llm:
-                from serve.llm import LLM_ROUTE, build_llm_app
-
-                llm_app = build_llm_app({"generator": config.generator})
-                serve.run(llm_app, name=LLM_APP_NAME, route_prefix=LLM_ROUTE)
             serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
         except RuntimeError as exc:
             raise ServeStartError(f"the app did not start: {start_failure(str(exc))}") from exc
@@ -154,8 +133,6 @@ def run_foreground(
             stop_local_cluster()
         elif ray.is_initialized():  # someone else's Ray (and maybe Serve): remove only what this command deployed
             serve.delete(APP_NAME)
-            if serves_llm:
-                serve.delete(LLM_APP_NAME)
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     return 0

@@ -1,9 +1,12 @@
-"""Every failure as a status code and a one-line JSON reason, `{"error": "..."}`, never a traceback.
+"""Every failure as a status code and a one-line JSON reason, never a traceback: `{"error": "..."}` on the app's
+own routes, OpenAI's error object (`{"error": {"message", "type", "param", "code"}}`) on the OpenAI routes
+(`/v1/...`), with the status codes the OpenAI SDKs map to their exception classes.
 
 `install_error_handlers` registers the exception handlers on a FastAPI app; `install_guard` wraps it in
 `RequestGuard`, which checks the API key (when one is set), rejects bodies over the size limit (by Content-Length,
-and by counting what actually arrives) or slower than the time limit, and turns anything unexpected into a short 500
-while the traceback goes to the server log.
+and by counting what actually arrives) or slower than the time limit, records each request's route, method, status
+and latency (serve/metrics.py), and turns anything unexpected into a short 500 while the traceback goes to the
+server log.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import hmac
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass
 
 from fastapi import FastAPI, HTTPException, Request
@@ -21,6 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from serve.metrics import METHOD_STATE, RequestMetrics
 from t2rag.errors import T2RagError
 
 log = logging.getLogger(__name__)
@@ -35,18 +40,28 @@ def one_line(text: str, limit: int = 400) -> str:
 
 
 class ApiError(Exception):
-    """An expected failure with its HTTP status."""
+    """An expected failure with its HTTP status; `param` and `code` fill OpenAI's error object."""
 
     status: int = 500
 
-    def __init__(self, message: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self, message: str, headers: dict[str, str] | None = None, param: str | None = None, code: str | None = None
+    ):
         super().__init__(message)
         self.message = one_line(message)
         self.headers = headers
+        self.param = param
+        self.code = code
 
 
 class BadRequest(ApiError):
     status = 400
+
+
+class NotFound(ApiError):
+    """An unknown model (method) on the OpenAI routes."""
+
+    status = 404
 
 
 class BadGateway(ApiError):
@@ -90,8 +105,43 @@ class BodyTooSlow(HTTPException):
         super().__init__(status_code=408, detail=f"request body not received within {limit_s:g} s")
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": one_line(message)}, status_code=status, headers=headers)
+#: OpenAI's error `type` for each status (what its SDKs and servers use).
+OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "invalid_request_error",
+    408: "timeout_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "server_error",
+    503: "server_error",
+    504: "timeout_error",
+}
+OPENAI_PREFIX = "/v1/"
+
+
+def error_body(status: int, message: str, openai: bool, param: str | None = None, code: str | None = None) -> dict:
+    """The JSON body of an error: OpenAI's object on the OpenAI routes, else `{"error": "..."}`."""
+    if not openai:
+        return {"error": one_line(message)}
+    kind = OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": one_line(message), "type": kind, "param": param, "code": code}}
+
+
+def error_response(
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    openai: bool = False,
+    param: str | None = None,
+    code: str | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_body(status, message, openai, param, code), status_code=status, headers=headers)
+
+
+def is_openai(request: Request) -> bool:
+    return _route(request.scope).startswith(OPENAI_PREFIX)
 
 
 def validation_reason(exc: RequestValidationError) -> tuple[int, str]:
@@ -113,22 +163,28 @@ def validation_reason(exc: RequestValidationError) -> tuple[int, str]:
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.message, headers=exc.headers)
+    return error_response(exc.status, exc.message, exc.headers, is_openai(request), exc.param, exc.code)
 
 
 async def _t2rag_error(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(400, str(exc))
+    return error_response(400, str(exc), openai=is_openai(request))
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     status, reason = validation_reason(exc)
-    return error_response(status, reason)
+    if not is_openai(request):
+        return error_response(status, reason)
+    first = (exc.errors() or [{}])[0]
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    # OpenAI answers 400 for any invalid parameter; its SDKs raise BadRequestError for it.
+    return error_response(400, reason, openai=True, param=".".join(loc) or None, code="invalid_value")
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return error_response(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+    headers = getattr(exc, "headers", None)
+    return error_response(exc.status_code, str(exc.detail), headers, openai=is_openai(request))
 
 
 @dataclass(frozen=True)
@@ -148,23 +204,37 @@ class RequestGuard:
     """ASGI middleware: the API key, limits on body size and on the time the body takes to arrive, and a
     last-resort handler for errors nothing else caught."""
 
-    def __init__(self, app: ASGIApp, guard: GuardSettings):
+    def __init__(self, app: ASGIApp, guard: GuardSettings, metrics: RequestMetrics | None = None):
         self.app = app
         self.guard = guard
+        self.metrics = metrics
         self._key = guard.api_key.encode() if guard.api_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self._key is not None and _route(scope) not in OPEN_PATHS and not self._authorized(scope):
-            await _send_json(send, 401, "missing or wrong API key (send Authorization: Bearer <key>)", _CHALLENGE)
+        route = _route(scope)
+        openai = route.startswith(OPENAI_PREFIX)
+        started_at = time.perf_counter()
+        status = 500
+
+        async def reply(answer: int, reason: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+            nonlocal status
+            status = answer
+            error_code = "invalid_api_key" if answer == 401 else None
+            await _send_json(send, answer, error_body(answer, reason, openai, code=error_code), extra)
+
+        if self._key is not None and route not in OPEN_PATHS and not self._authorized(scope):
+            await reply(401, "missing or wrong API key (send Authorization: Bearer <key>)", _CHALLENGE)
+            self._record(scope, route, status, started_at)
             return
         limit = self.guard.max_body_bytes
         declared = _content_length(scope)
         if declared is not None and (declared < 0 or declared > limit):
             reason = BodyTooLarge(limit).detail if declared >= 0 else "invalid Content-Length header"
-            await _send_json(send, 413 if declared >= 0 else 400, reason)
+            await reply(413 if declared >= 0 else 400, reason)
+            self._record(scope, route, status, started_at)
             return
         received = 0
         started = False
@@ -188,9 +258,9 @@ class RequestGuard:
             return message
 
         async def tracked_send(message: Message) -> None:
-            nonlocal started
+            nonlocal started, status
             if message["type"] == "http.response.start":
-                started = True
+                started, status = True, message["status"]
             await send(message)
 
         try:
@@ -198,7 +268,14 @@ class RequestGuard:
         except Exception:
             log.exception("unexpected error handling %s %s", scope.get("method"), scope.get("path"))
             if not started:
-                await _send_json(send, 500, INTERNAL_ERROR)
+                await reply(500, INTERNAL_ERROR)
+        finally:
+            self._record(scope, route, status, started_at)
+
+    def _record(self, scope: Scope, route: str, status: int, started_at: float) -> None:
+        if self.metrics is not None:
+            method = (scope.get("state") or {}).get(METHOD_STATE, "-")
+            self.metrics.record(route, method, status, time.perf_counter() - started_at)
 
     def _authorized(self, scope: Scope) -> bool:
         assert self._key is not None
@@ -230,8 +307,8 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _send_json(send: Send, status: int, reason: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps({"error": one_line(reason)}, separators=(",", ":")).encode()
+async def _send_json(send: Send, status: int, payload: dict, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps(payload, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -245,6 +322,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
 
 
-def install_guard(app: FastAPI, guard: GuardSettings) -> None:
+def install_guard(app: FastAPI, guard: GuardSettings, metrics: RequestMetrics | None = None) -> None:
     """Wrap an app in the request guard (before its first request)."""
-    app.add_middleware(RequestGuard, guard=guard)
+    app.add_middleware(RequestGuard, guard=guard, metrics=metrics)

@@ -7,33 +7,38 @@ Every request has a deadline: the route's configured timeout, shortened by the r
 Retrieval and answer responses carry a `Server-Timing` header with the seconds spent per step, in milliseconds."""
 
 import asyncio
+import json
 import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import pyarrow as pa
-from fastapi import FastAPI, Header, Response
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Header, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from ray.serve.handle import DeploymentHandle, DeploymentResponse
 
+from serve import openai_api
 from serve.admission import Admission, Overloaded
 from serve.batcher import Batcher
 from serve.errors import (
     BadGateway,
     BadRequest,
     GatewayTimeout,
+    NotFound,
     Unavailable,
     Unprocessable,
+    error_body,
     install_error_handlers,
     install_guard,
 )
+from serve.metrics import RequestMetrics
 from serve.retrieval import DeadlineExceeded, Query, Ranking, RetrievalService
 from serve.schemas import (
     MAX_BODY_BYTES,
@@ -57,9 +62,11 @@ from serve.schemas import (
     Usage,
 )
 from serve.settings import ServeSettings, default_corpus
+from t2rag.answer.readable import ReadableAnswer
 from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
 from t2rag.generation.base import REJECTED, ChatRequest, SamplingParams, is_rejected
+from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.requests import REQUEST_COLUMNS, request_row
 from t2rag.methods import METHODS, Method
 from t2rag.resources import Resources
@@ -166,6 +173,47 @@ def app_readiness(app_name: str) -> ReadyResponse:
     return ReadyResponse(status="unhealthy" if failed else "starting", deployments=deployments)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A question's answer prompt, ready for the generator: the one-row batch with its request columns."""
+
+    method: str
+    corpus: str
+    batch: pa.Table
+    contexts: list[Context]
+    seconds: dict[str, float]
+    started: float
+    retrieved: float
+
+    @property
+    def request(self) -> dict[str, str]:
+        return self.batch.select(list(REQUEST_COLUMNS)).to_pylist()[0]
+
+    def for_chat(self, body: openai_api.ChatCompletionRequest, generator: GeneratorConfig | None) -> "Prepared":
+        """The prompt with the chat's conversation and sampling parameters."""
+        system, turns = body.conversation()
+        messages = openai_api.with_conversation(json.loads(self.request["messages_json"]), system, turns)
+        params = SamplingParams.model_validate_json(self.request["params_json"])
+        default = generator.sampling if generator is not None else params
+        changes = {
+            "temperature": body.temperature if body.temperature is not None else default.temperature,
+            "top_p": body.top_p if body.top_p is not None else default.top_p,
+            "max_tokens": body.token_limit() or params.max_tokens,
+            "seed": body.seed if body.seed is not None else params.seed,
+            "stop": body.stops(),
+        }
+        request = ChatRequest(tuple(messages), params.model_copy(update=changes))
+        batch = self.batch.drop_columns(list(REQUEST_COLUMNS))
+        for name, value in request_row(request).items():
+            batch = batch.append_column(name, pa.array([value], pa.string()))
+        return Prepared(self.method, self.corpus, batch, self.contexts, self.seconds, self.started, self.retrieved)
+
+
+def _stream_error(status: int, message: str) -> str:
+    """An error inside a stream that has begun: OpenAI's error object as an event."""
+    return f"data: {json.dumps(error_body(status, message, openai=True))}\n\n"
+
+
 async def _awaited(response: Awaitable[T]) -> T:
     return await response
 
@@ -191,6 +239,7 @@ class RAGIngress:
         self.parse_answers = ParseAnswers(self.resources)
         self.methods = {name: METHODS[name] for name in methods}
         self.generator = generator
+        self.created = int(time.time())
         self.app_name = serve.get_replica_context().app_name
         self.subsets = self.resources.questions.subsets
         self.default_corpus = default_corpus(self.subsets)
@@ -212,7 +261,8 @@ class RAGIngress:
     def __serve_build_asgi_app__(self) -> FastAPI:
         """Serve's hook after __init__: this replica's app, guarded with the app's key and body limits."""
         app: FastAPI = self.app  # type: ignore[attr-defined]  # the copy of `api` the ingress wrapper holds
-        install_guard(app, self.settings.guard(MAX_BODY_BYTES))
+        routes = {getattr(r, "path", "") for r in app.routes}
+        install_guard(app, self.settings.guard(MAX_BODY_BYTES), RequestMetrics(routes))
         return app
 
     # -- routes --------------------------------------------------------------------------------------------
@@ -254,41 +304,23 @@ class RAGIngress:
         return RetrieveResponse(method=method.name, subset=corpus, contexts=[Context(**c) for c in ranking.contexts])
 
     @api.post("/answer", response_model=AnswerResponse, responses=_GENERATION_ERRORS, summary="Retrieve and answer")
-    async def answer(self, body: AnswerRequest, response: Response, timeout_ms: TimeoutHeader = None) -> AnswerResponse:
-        started = time.perf_counter()
+    async def answer(
+        self, body: AnswerRequest, request: Request, response: Response, timeout_ms: TimeoutHeader = None
+    ) -> AnswerResponse:
         deadline = Deadline(self.settings.generation_timeout_s, timeout_ms)
         method = self._method(body.method, retrieving=False)
-        corpus = self._corpus(body.subset)
-        generator = self._require_generator()
-        if body.context_id is not None and method.reads != "gold":
-            raise BadRequest(f"context_id applies only to method oracle, not {method.name}")
-        row: dict[str, Any] = {"subset": corpus, "method": method.name, "question": body.question, "k": body.k}
-        ranked: list[dict[str, Any]] = []
-        seconds: dict[str, float] = {}
-        if method.retrieves:
-            ranking = await self._retrieve(method, corpus, body.question, body.k, deadline, texts=False)
-            ranked, seconds = ranking.contexts, ranking.seconds
-            row["context_ids"] = [c["context_id"] for c in ranked]
-        elif method.reads == "gold":
-            gold = self._gold_context(body.context_id, corpus)
-            ranked = [{"context_id": gold.context_id, "subset": gold.subset, "score": None}]
-            row["gold_context"] = gold.text
-        batch = self.answer_prompts(self.read_contexts(pa.Table.from_pylist([row])))
-        texts = batch.column("reader_texts")[0].as_py()
-        contexts = [Context(**c, text=text) for c, text in zip(ranked, texts, strict=True)]
-        retrieved = time.perf_counter()
-        generation = await self._generate(generator, batch.select(list(REQUEST_COLUMNS)).to_pylist()[0], deadline)
+        request.state.t2rag_method = method.name
+        prepared = await self._prepare(method, body.subset, body.question, body.k, body.context_id, deadline)
+        generation = await self._generate(self._require_generator(), prepared.request, deadline)
         generated = time.perf_counter()
         response.headers["Server-Timing"] = server_timing(
-            {**seconds, "generate": generated - retrieved, "total": generated - started}
+            {**prepared.seconds, "generate": generated - prepared.retrieved, "total": generated - prepared.started}
         )
-        for name, value in generation.items():
-            batch = batch.append_column(name, pa.array([value]))
-        record = self.parse_answers(batch.append_column("reference", pa.nulls(1, pa.float64()))).to_pylist()[0]
+        record = self._parsed(prepared, generation)
         prediction = record["prediction"]
         return AnswerResponse(
             method=method.name,
-            subset=corpus,
+            subset=prepared.corpus,
             prediction=prediction if prediction is not None and math.isfinite(prediction) else None,
             prediction_source=record["prediction_source"],
             formula=record["formula"],
@@ -296,14 +328,101 @@ class RAGIngress:
             json_ok=bool(record["json_ok"]),
             formula_ok=bool(record["formula_ok"]),
             raw_output=generation["raw_output"],
-            contexts=contexts,
+            contexts=prepared.contexts,
             usage=_usage(generation),
             timings=Timings(
-                retrieval_s=round(retrieved - started, 4),
-                generation_s=round(generated - retrieved, 4),
-                total_s=round(time.perf_counter() - started, 4),
+                retrieval_s=round(prepared.retrieved - prepared.started, 4),
+                generation_s=round(generated - prepared.retrieved, 4),
+                total_s=round(time.perf_counter() - prepared.started, 4),
             ),
         )
+
+    # -- the OpenAI API ------------------------------------------------------------------------------------
+    @api.get("/v1/models", summary="OpenAI: the served methods, as models")
+    async def models(self) -> dict[str, Any]:
+        return openai_api.model_list(self._chat_models(), self.created)
+
+    @api.post(
+        "/v1/chat/completions",
+        summary="OpenAI: retrieve with the method named by `model` and answer the last user message",
+        responses={200: {"description": "a chat.completion, or with `stream` a text/event-stream of chunks"}},
+    )
+    async def chat_completions(
+        self, body: openai_api.ChatCompletionRequest, request: Request, timeout_ms: TimeoutHeader = None
+    ) -> Response:
+        deadline = Deadline(self.settings.generation_timeout_s, timeout_ms)
+        unsupported = body.unsupported()
+        if unsupported is not None:
+            raise BadRequest(f"{unsupported[0]}: {unsupported[1]}", param=unsupported[0], code="unsupported_value")
+        method = self.methods.get(body.model)
+        if method is None or (method.reads == "gold" and body.t2rag.context_id is None):
+            hint = "; oracle needs t2rag.context_id" if method is not None else ""
+            raise NotFound(
+                f"model '{body.model}' is not served here (models: {', '.join(self._chat_models())}){hint}",
+                param="model",
+                code="model_not_found",
+            )
+        request.state.t2rag_method = method.name
+        try:
+            question = body.question()
+        except ValueError as exc:
+            raise BadRequest(str(exc), param="messages", code="invalid_value") from None
+        options = body.t2rag
+        prepared = await self._prepare(method, options.subset, question, options.k, options.context_id, deadline)
+        prepared = prepared.for_chat(body, self.resources.config.generator)
+        model = method.name
+        if body.stream:
+            return StreamingResponse(self._chat_stream(body, prepared, model, deadline), media_type="text/event-stream")
+        generation = await self._generate(self._require_generator(), prepared.request, deadline)
+        record = self._parsed(prepared, generation)
+        readable = ReadableAnswer()
+        content = readable.add(generation["raw_output"]) + readable.finish(record["prediction"], record["formula"])
+        rag = self._rag_result(prepared, record, generation, options.with_text)
+        return JSONResponse(openai_api.completion(openai_api.completion_id(), model, content, generation, rag))
+
+    async def _chat_stream(
+        self, body: openai_api.ChatCompletionRequest, prepared: Prepared, model: str, deadline: Deadline
+    ) -> AsyncIterator[str]:
+        """Chunks as the generator produces its text: the first carries the retrieved contexts, the last the
+        parsed answer; then the usage (when asked) and `[DONE]`. A failure after the first chunk is an error event."""
+        cid = openai_api.completion_id()
+        contexts = self._rag_result(prepared, None, None, body.t2rag.with_text)
+        yield openai_api.chunk(cid, model, {"role": "assistant", "content": ""},
+                               t2rag=contexts.model_dump(exclude_none=True))  # fmt: skip
+        readable = ReadableAnswer()
+        generation: dict[str, Any] | None = None
+        try:
+            stream = self._require_generator().options(stream=True).stream.remote(prepared.request)
+            async with asyncio.timeout(deadline.left_s()):
+                async for piece in stream:
+                    if "text" in piece:
+                        text = readable.add(piece["text"])
+                        if text:
+                            yield openai_api.chunk(cid, model, {"content": text})
+                    else:
+                        generation = piece
+        except TimeoutError:
+            yield _stream_error(504, f"the generator did not finish within {deadline.budget_s:g} s")
+            yield openai_api.DONE
+            return
+        except _UNAVAILABLE:
+            yield _stream_error(503, "the generator is unavailable right now (a replica may be restarting); retry")
+            yield openai_api.DONE
+            return
+        if generation is None or generation["generation_error"] is not None:
+            error = "the engine ended without a result" if generation is None else generation["generation_error"]
+            status = 422 if is_rejected(error) else 502
+            yield _stream_error(status, f"generation failed: {error.removeprefix(REJECTED)}")
+            yield openai_api.DONE
+            return
+        record = self._parsed(prepared, generation)
+        tail = readable.finish(record["prediction"], record["formula"])
+        rag = self._rag_result(prepared, record, generation, False)
+        yield openai_api.chunk(cid, model, {"content": tail}, openai_api.finish_reason(generation),
+                               t2rag=rag.model_dump(exclude_none=True, exclude={"contexts"}))  # fmt: skip
+        if body.stream_options is not None and body.stream_options.include_usage:
+            yield openai_api.usage_chunk(cid, model, generation)
+        yield openai_api.DONE
 
     @api.post("/generate", response_model=GenerateResponse, responses=_GENERATION_ERRORS, summary="Chat completion")
     async def generate(self, body: GenerateRequest, timeout_ms: TimeoutHeader = None) -> GenerateResponse:
@@ -321,7 +440,7 @@ class RAGIngress:
                 ChatChoice(
                     index=0,
                     message=ChatMessage(role="assistant", content=generation["raw_output"]),
-                    finish_reason="stop",
+                    finish_reason=openai_api.finish_reason(generation),
                 )
             ],
             usage=_usage(generation),
@@ -378,6 +497,66 @@ class RAGIngress:
         if position is None:
             raise BadRequest(f"unknown context_id '{context_id}' in corpus {corpus}")
         return Context(context_id=context_id, subset=docs.subsets[position], score=None, text=docs.texts[position])
+
+    def _chat_models(self) -> list[str]:
+        """The methods a chat request can name without an extension field (oracle needs a context id)."""
+        return [n for n, m in self.methods.items() if m.reads != "gold"]
+
+    async def _prepare(
+        self, method: Method, subset: str | None, question: str, k: int, context_id: str | None, deadline: Deadline
+    ) -> Prepared:
+        """The answer prompt of one question: retrieval (or the given gold context), `read_contexts` and
+        `answer_prompts` on a one-row batch, as every engine runs them."""
+        started = time.perf_counter()
+        corpus = self._corpus(subset)
+        if context_id is not None and method.reads != "gold":
+            raise BadRequest(f"context_id applies only to method oracle, not {method.name}", param="context_id")
+        row: dict[str, Any] = {"subset": corpus, "method": method.name, "question": question, "k": k}
+        ranked: list[dict[str, Any]] = []
+        seconds: dict[str, float] = {}
+        self._require_generator()
+        if method.retrieves:
+            ranking = await self._retrieve(method, corpus, question, k, deadline, texts=False)
+            ranked, seconds = ranking.contexts, ranking.seconds
+            row["context_ids"] = [c["context_id"] for c in ranked]
+        elif method.reads == "gold":
+            gold = self._gold_context(context_id, corpus)
+            ranked = [{"context_id": gold.context_id, "subset": gold.subset, "score": None}]
+            row["gold_context"] = gold.text
+        batch = self.answer_prompts(self.read_contexts(pa.Table.from_pylist([row])))
+        texts = batch.column("reader_texts")[0].as_py()
+        contexts = [Context(**c, text=text) for c, text in zip(ranked, texts, strict=True)]
+        return Prepared(method.name, corpus, batch, contexts, seconds, started, time.perf_counter())
+
+    def _parsed(self, prepared: Prepared, generation: dict[str, Any]) -> dict[str, Any]:
+        """`parse_answers` on the prepared row with its generation: the record of the question."""
+        batch = prepared.batch
+        for name, value in generation.items():
+            if name in batch.column_names:
+                batch = batch.drop_columns([name])
+            batch = batch.append_column(name, pa.array([value]))
+        return self.parse_answers(batch.append_column("reference", pa.nulls(1, pa.float64()))).to_pylist()[0]
+
+    @staticmethod
+    def _rag_result(
+        prepared: Prepared, record: dict[str, Any] | None, generation: dict[str, Any] | None, texts: bool
+    ) -> openai_api.RagResult:
+        contexts = [c if texts else c.model_copy(update={"text": None}) for c in prepared.contexts]
+        result = openai_api.RagResult(method=prepared.method, subset=prepared.corpus, contexts=contexts)
+        if record is None or generation is None:
+            return result
+        prediction = record["prediction"]
+        return result.model_copy(
+            update={
+                "prediction": prediction if prediction is not None and math.isfinite(prediction) else None,
+                "prediction_source": record["prediction_source"],
+                "formula": record["formula"],
+                "reasoning_steps": record["reasoning_steps"] or [],
+                "json_ok": bool(record["json_ok"]),
+                "formula_ok": bool(record["formula_ok"]),
+                "raw_output": generation["raw_output"],
+            }
+        )
 
     async def _retrieve(
         self, method: Method, corpus: str, question: str, k: int, deadline: Deadline, texts: bool

@@ -1,23 +1,28 @@
-"""vLLM behind Ray Serve LLM's OpenAI-compatible application.
+"""vLLM served by Ray Serve LLM, inside the t2rag application.
 
-Deploy `serve.llm:build_llm_app` as its own application (route `/llm`, see serve/config.yaml) and give the t2rag
-application `llm_base_url: http://127.0.0.1:8000/llm/v1` (`t2rag serve` does both); its Generator deployment then
-sends chat completions there with the generator's sampling settings and answer schema. Engine settings (tensor
-parallelism, quantisation, prefix caching, context length) are the batch job's, from `vllm_engine_kwargs`.
-`ray.serve.llm` imports only where vLLM is installed: the GPU extra, or the CPU build of `make vllm`.
+`llm_deployment` is Serve LLM's `LLMServer` deployment for a vLLM generator; `serve.app.compose` binds it into the
+t2rag application as a child of the Generator deployment, so it has no route of its own on the HTTP proxy (every
+request goes through the ingress and its API key) and is reached through a deployment handle, which works from a
+replica on any node. `ServeLLMEngine` is the engine the Generator deployment runs over that handle: chat requests
+streamed back as the engine produces them. Engine settings (tensor parallelism, quantisation, prefix caching,
+context length) are the batch job's, from `vllm_engine_kwargs`. `ray.serve.llm` imports only where vLLM is
+installed: the GPU extra, or the CPU build of `make vllm`.
 """
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ray.serve.deployment import Application
+from ray.serve.handle import DeploymentHandle
 
 from t2rag.errors import ConfigError
-from t2rag.generation.config import GeneratorConfig, resolve_generator
-from t2rag.generation.vllm_engine import engine_runtime_env, model_source, vllm_engine_kwargs
-
-LLM_ROUTE = "/llm"
+from t2rag.generation.base import ChatRequest, Delta, Generation, rejected
+from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.vllm_engine import engine_runtime_env, model_source, sampling_dict, vllm_engine_kwargs
 
 
 def llm_config(generator: GeneratorConfig) -> Any:
@@ -42,17 +47,73 @@ def llm_config(generator: GeneratorConfig) -> Any:
     )
 
 
-def build_llm_app(args: dict[str, Any] | None = None) -> Application:
-    """App builder: `import_path: serve.llm:build_llm_app`, args `{generator: <vllm preset or mapping>}`."""
-    generator = resolve_generator((args or {}).get("generator", "vllm"))
-    if generator is None or generator.engine != "vllm":
-        raise ConfigError("serve.llm:build_llm_app serves vllm generators only")
-    config = llm_config(generator)
-    from ray.serve.llm import build_openai_app
+def llm_deployment(generator: GeneratorConfig) -> Application:
+    """Serve LLM's engine deployment for `generator`, to bind into an application (it adds no HTTP route)."""
+    from ray.serve.llm import build_llm_deployment
 
-    return build_openai_app({"llm_configs": [config]})
+    return build_llm_deployment(llm_config(generator))
 
 
-def openai_client_config(generator: GeneratorConfig, base_url: str) -> GeneratorConfig:
-    """The same generator, reached as an OpenAI-compatible server at `base_url` (the LLM app's /v1 route)."""
-    return generator.model_copy(update={"engine": "openai", "base_url": base_url, "json_mode": "json_schema"})
+class ServeLLMEngine:
+    """Chat completions through the `LLMServer` handle, streamed (the only path: a whole completion is its stream
+    joined)."""
+
+    def __init__(self, handle: DeploymentHandle, generator: GeneratorConfig):
+        self.handle = handle.options(stream=True)
+        self.generator = generator
+
+    async def astream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        from ray.serve.llm.openai_api_models import ChatCompletionRequest
+
+        sampling = sampling_dict(request.params, self.generator.constrained_json)
+        structured = sampling.pop("structured_outputs", None)
+        body: dict[str, Any] = {
+            "model": self.generator.model,
+            "messages": list(request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **sampling,
+        }
+        if structured:
+            schema = {"name": "answer", "schema": structured["json"]}
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
+        started = time.perf_counter()
+        pieces: list[str] = []
+        finish, usage = None, {}
+        async for batch in self.handle.chat.remote(ChatCompletionRequest(**body)):
+            for item in batch if isinstance(batch, list) else [batch]:
+                event = _event(item)
+                if "error" in event:
+                    error = event["error"]
+                    message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+                    code = error.get("code") if isinstance(error, dict) else None
+                    failed = rejected(message) if code in (400, 413, 422) else f"vLLM failed: {message}"
+                    yield Delta(done=Generation(text="", error=failed))
+                    return
+                usage = event.get("usage") or usage
+                for choice in event.get("choices") or []:
+                    finish = choice.get("finish_reason") or finish
+                    text = (choice.get("delta") or {}).get("content") or ""
+                    if text:
+                        pieces.append(text)
+                        yield Delta(text)
+        yield Delta(
+            done=Generation(
+                text="".join(pieces),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                seconds=time.perf_counter() - started,
+                finish_reason=finish,
+            )
+        )
+
+
+def _event(item: Any) -> dict[str, Any]:
+    """One streamed item as a dict: an SSE string (`data: {...}`), or a response or error object."""
+    if isinstance(item, str):
+        data = item.strip().removeprefix("data:").strip()
+        return {} if not data or data == "[DONE]" else json.loads(data)
+    if hasattr(item, "model_dump"):
+        dumped = item.model_dump()
+        return {"error": dumped} if type(item).__name__ == "ErrorResponse" else dumped
+    return dict(item)

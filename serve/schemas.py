@@ -125,7 +125,7 @@ class GenerateRequest(_Request):
 class ChatChoice(BaseModel):
     index: int = Field(description="always 0: one choice per request")
     message: ChatMessage = Field(description="the assistant's reply")
-    finish_reason: str = Field(description="`stop` (the engine does not report length cut-offs)")
+    finish_reason: str = Field(description="`length` when the reply was cut at `max_tokens`, else `stop`")
 
 
 class GenerateResponse(BaseModel):

@@ -66,7 +66,6 @@ class ServeSettings(BaseModel):
     overrides: dict[str, Any] | None = Field(
         None, description="run config fields laid over the YAML, e.g. {retrieval: {k: 5}, prompts: {...}}"
     )
-    llm_base_url: str | None = Field(None, description="OpenAI route of a Ray Serve LLM app (vLLM generators)")
     # Sizing: the ingress replicas hold the retrievers (indexes and query encoder); the generator is its own.
     replicas: int = Field(1, ge=1, description="ingress replicas, each with every retriever (ignored with autoscaling)")
     autoscaling: Autoscaling | None = Field(
@@ -83,8 +82,12 @@ class ServeSettings(BaseModel):
     generator_gpus: float = Field(0, ge=0)
     # Batching: the retrieval requests waiting in a replica when its last batch ends are the next batch.
     max_batch_size: int = Field(32, ge=1, description="most queries ranked in one batch")
-    batch_wait_timeout_s: float = Field(0.01, ge=0, description="how long a generator batch waits to fill")
-    generator_batch_size: int | None = Field(None, ge=1, description="None: 1 for llama.cpp, else its concurrency")
+    generator_ongoing_requests: int = Field(
+        32,
+        ge=1,
+        description="requests one generator replica holds at once; each runs on its own (the engine batches: vLLM "
+        "continuously, the HTTP engine by concurrency; llama.cpp runs one at a time)",
+    )
     # Back-pressure: refuse quickly (503 with Retry-After) what would not be answered in time.
     max_ongoing_requests: int = Field(
         32, ge=1, description="requests one ingress replica holds at once (waiting for a batch, or running)"

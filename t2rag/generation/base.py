@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +23,7 @@ class SamplingParams(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(512, ge=1)
     seed: int | None = 0
+    stop: tuple[str, ...] = ()  # stop generating at any of these strings (not included in the text)
     json_schema: dict | None = None  # constrain the output to this JSON schema where the engine can
 
 
@@ -34,9 +36,11 @@ class ChatRequest:
 
     def key(self, engine: str, model: str) -> str:
         """Cache key: engine, model, messages and sampling parameters."""
+        params = self.params.model_dump()
+        if not params["stop"]:  # keys from before stop strings existed stay valid
+            del params["stop"]
         payload = json.dumps(
-            {"engine": engine, "model": model, "messages": list(self.messages), "params": self.params.model_dump()},
-            sort_keys=True,
+            {"engine": engine, "model": model, "messages": list(self.messages), "params": params}, sort_keys=True
         )
         return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -61,7 +65,8 @@ def is_rejected(error: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Generation:
-    """A completion with its token counts; `error` is set (and text empty) when the engine failed."""
+    """A completion with its token counts; `error` is set (and text empty) when the engine failed.
+    `finish_reason`: "stop" (the model ended, or a stop string), "length" (cut at `max_tokens`), None if unknown."""
 
     text: str
     prompt_tokens: int = 0
@@ -69,6 +74,16 @@ class Generation:
     seconds: float = 0.0
     cached: bool = False
     error: str | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of a streamed completion: new text as the engine produced it; the last one of a stream carries the
+    whole `Generation` (token counts, finish reason, error) instead."""
+
+    text: str = ""
+    done: Generation | None = None
 
 
 class Generator(ABC):
@@ -85,6 +100,14 @@ class Generator(ABC):
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         """Run a batch of requests; one Generation per request, in order. Failures become `error` entries."""
 
+    def stream(self, request: ChatRequest) -> Iterator[Delta]:
+        """One request's text as the engine produces it, then its `Generation` (engines that cannot stream yield
+        the whole text at once)."""
+        (generation,) = self.generate([request])
+        if generation.text:
+            yield Delta(generation.text)
+        yield Delta(done=generation)
+
     def load(self) -> None:  # noqa: B027 - optional hook
         """Load the model now instead of on the first batch (engines that hold weights)."""
 
@@ -96,3 +119,20 @@ class Generator(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def log_batch(engine: str, results: Sequence[Generation], elapsed: float) -> None:
+    """One progress line for a batch an engine ran: requests, failures, token rates."""
+    prompt = sum(g.prompt_tokens for g in results if g.error is None)
+    completion = sum(g.completion_tokens for g in results)
+    errors = sum(g.error is not None for g in results)
+    rate = 1.0 / elapsed if elapsed > 0 else 0.0
+    logging.getLogger(f"t2rag.generation.{engine}").info(
+        "%s batch: %d requests (%d failed) in %.1f s, prompt %.0f tok/s, completion %.1f tok/s",
+        engine,
+        len(results),
+        errors,
+        elapsed,
+        prompt * rate,
+        completion * rate,
+    )

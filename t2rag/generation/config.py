@@ -26,6 +26,9 @@ class GeneratorConfig(BaseModel):
     n_ctx: int = 8192
     n_threads: int | None = None  # None: all cores
     n_batch: int = 512
+    #: Reuse the evaluated prefix of the previous prompt (the shared system prompt). Off, every prompt is evaluated
+    #: afresh: slower, but an answer never depends on the requests before it (the served app runs so).
+    prompt_cache: bool = True
     # OpenAI-compatible HTTP servers (vLLM, Ray Serve LLM, llama.cpp's server)
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"  # the key is read from this variable, never stored

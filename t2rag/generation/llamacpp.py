@@ -7,7 +7,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from typing import Any
 # loads its OpenMP runtime; an explicit setting in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from t2rag.generation.base import ChatRequest, Generation, Generator, Message, rejected
+from t2rag.generation.base import ChatRequest, Delta, Generation, Generator, Message, log_batch, rejected
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf
 from t2rag.model_loads import record_load
@@ -96,42 +96,92 @@ class LlamaCppGenerator(Generator):
             started = time.perf_counter()
             results = [self._run_one(llm, request) for request in requests]
             elapsed = time.perf_counter() - started
-        _log_batch(results, elapsed)
+        log_batch(self.engine, results, elapsed)
         return results
 
     def _run_one(self, llm: Any, request: ChatRequest) -> Generation:
-        params = request.params
         started = time.perf_counter()
         try:
-            self._check_fits(llm, request.messages, params.max_tokens)
-            kwargs: dict[str, Any] = {}
-            if params.seed is not None:
-                kwargs["seed"] = params.seed
-            if self.config.constrained_json and params.json_schema:
-                kwargs["response_format"] = {"type": "json_object", "schema": params.json_schema}
-            response = llm.create_chat_completion(
-                messages=list(request.messages),
-                temperature=params.temperature,
-                top_p=params.top_p,
-                max_tokens=params.max_tokens,
-                **kwargs,
-            )
+            self._check_fits(llm, request.messages, request.params.max_tokens)
+            self._fresh(llm)
+            response = llm.create_chat_completion(**self._arguments(request))
         except ContextOverflow as exc:
             return Generation(text="", prompt_tokens=exc.prompt_tokens, error=str(exc))
         except Exception as exc:
             return Generation(text="", seconds=time.perf_counter() - started, error=_one_line(exc))
         usage = response.get("usage") or {}
+        choice = response["choices"][0]
         return Generation(
-            text=response["choices"][0]["message"].get("content") or "",
+            text=choice["message"].get("content") or "",
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=time.perf_counter() - started,
+            finish_reason=choice.get("finish_reason"),
         )
 
-    def _check_fits(self, llm: Any, messages: Sequence[Message], max_tokens: int) -> None:
+    def _fresh(self, llm: Any) -> None:
+        """Without the prompt cache, forget the evaluated prompt: llama.cpp would reuse its longest common prefix,
+        and a prompt evaluated in other pieces can decode differently where two tokens nearly tie."""
+        if not self.config.prompt_cache:
+            llm.reset()
+
+    def _arguments(self, request: ChatRequest) -> dict[str, Any]:
+        params = request.params
+        kwargs: dict[str, Any] = {
+            "messages": list(request.messages),
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+        }
+        if params.seed is not None:
+            kwargs["seed"] = params.seed
+        if params.stop:
+            kwargs["stop"] = list(params.stop)
+        if self.config.constrained_json and params.json_schema:
+            kwargs["response_format"] = {"type": "json_object", "schema": params.json_schema}
+        return kwargs
+
+    def stream(self, request: ChatRequest) -> Iterator[Delta]:
+        """Tokens as llama.cpp decodes them (one request at a time: the engine is not shared between threads)."""
+        started = time.perf_counter()
+        with self._lock:
+            llm = self._load()
+            try:
+                prompt_tokens = self._check_fits(llm, request.messages, request.params.max_tokens)
+                self._fresh(llm)
+                chunks = llm.create_chat_completion(**self._arguments(request), stream=True)
+                pieces, finish = [], None
+                for chunk in chunks:
+                    choice = chunk["choices"][0]
+                    text = (choice.get("delta") or {}).get("content") or ""
+                    finish = choice.get("finish_reason") or finish
+                    if text:
+                        pieces.append(text)
+                        yield Delta(text)
+            except ContextOverflow as exc:
+                yield Delta(done=Generation(text="", prompt_tokens=exc.prompt_tokens, error=str(exc)))
+                return
+            except Exception as exc:
+                yield Delta(done=Generation(text="", seconds=time.perf_counter() - started, error=_one_line(exc)))
+                return
+            text = "".join(pieces)
+            completion = len(llm.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0
+        yield Delta(
+            done=Generation(
+                text=text,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion,
+                seconds=time.perf_counter() - started,
+                finish_reason=finish,
+            )
+        )
+
+    def _check_fits(self, llm: Any, messages: Sequence[Message], max_tokens: int) -> int:
+        """The prompt's tokens; ContextOverflow when they and `max_tokens` exceed the window."""
         n_prompt = self.count_prompt_tokens(messages)
         if n_prompt + max_tokens > llm.n_ctx():
             raise ContextOverflow(n_prompt, llm.n_ctx())
+        return n_prompt
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
         """Tokens of the chat-formatted prompt, as llama.cpp will feed it to the model."""
@@ -173,18 +223,3 @@ def _one_line(exc: BaseException) -> str:
         return str(ContextOverflow(int(match[1]), int(match[2])))
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:500]
-
-
-def _log_batch(results: Sequence[Generation], elapsed: float) -> None:
-    prompt = sum(g.prompt_tokens for g in results if g.error is None)
-    completion = sum(g.completion_tokens for g in results)
-    errors = sum(g.error is not None for g in results)
-    rate = 1.0 / elapsed if elapsed > 0 else 0.0
-    log.info(
-        "llama.cpp batch: %d requests (%d failed) in %.1f s, prompt %.0f tok/s, completion %.1f tok/s",
-        len(results),
-        errors,
-        elapsed,
-        prompt * rate,
-        completion * rate,
-    )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import httpx
 
 from t2rag.errors import ConfigError
-from t2rag.generation.base import ChatRequest, Generation, Generator, rejected
+from t2rag.generation.base import ChatRequest, Delta, Generation, Generator, log_batch, rejected
 from t2rag.generation.config import GeneratorConfig
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,46 @@ class OpenAIHTTPGenerator(Generator):
         with ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, self._run_batch(list(requests))).result()
 
+    def stream(self, request: ChatRequest) -> Iterator[Delta]:
+        """The server's streamed chat completion (server-sent events), passed on as it arrives; one attempt."""
+        body = {**self.payload(request), "stream": True, "stream_options": {"include_usage": True}}
+        started = time.perf_counter()
+        pieces: list[str] = []
+        finish, usage = None, {}
+        try:
+            with (
+                httpx.Client(base_url=self.base_url + "/", headers=self._headers(), timeout=self.config.timeout_s) as c,
+                c.stream("POST", "chat/completions", json=body) as response,
+            ):
+                if response.status_code >= 400:
+                    status, text = response.status_code, _squash(response.read().decode(errors="replace"))
+                    error = f"HTTP {status}: {text}"
+                    yield Delta(done=Generation(text="", error=rejected(error) if status in _REJECTING else error))
+                    return
+                for line in response.iter_lines():
+                    if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                        continue
+                    event = json.loads(line.removeprefix("data:").strip())
+                    usage = event.get("usage") or usage
+                    for choice in event.get("choices") or []:
+                        finish = choice.get("finish_reason") or finish
+                        text = (choice.get("delta") or {}).get("content") or ""
+                        if text:
+                            pieces.append(text)
+                            yield Delta(text)
+        except (httpx.HTTPError, ValueError) as exc:
+            yield Delta(done=Generation(text="", error=f"stream failed: {type(exc).__name__}: {_squash(str(exc))}"))
+            return
+        yield Delta(
+            done=Generation(
+                text="".join(pieces),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                seconds=time.perf_counter() - started,
+                finish_reason=finish,
+            )
+        )
+
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
         return {"Authorization": f"Bearer {key}"} if key else {}
@@ -87,7 +128,7 @@ class OpenAIHTTPGenerator(Generator):
             limits=limits,
         ) as client:
             results = await asyncio.gather(*(self._run_one(client, semaphore, i, r) for i, r in enumerate(requests)))
-        _log_batch(results, time.perf_counter() - started)
+        log_batch(self.engine, results, time.perf_counter() - started)
         return list(results)
 
     def payload(self, request: ChatRequest) -> dict[str, Any]:
@@ -102,6 +143,8 @@ class OpenAIHTTPGenerator(Generator):
         }
         if params.seed is not None:
             body["seed"] = params.seed
+        if params.stop:
+            body["stop"] = list(params.stop)
         schema = params.json_schema
         if self.config.constrained_json and schema:
             if self.config.json_mode == "json_schema":
@@ -172,6 +215,7 @@ def _parse(reply: dict[str, Any], seconds: float) -> Generation:
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         seconds=seconds,
+        finish_reason=reply["choices"][0].get("finish_reason"),
     )
 
 
@@ -197,18 +241,3 @@ def _squash(text: str, limit: int = 300) -> str:
     """One line, shortened: error messages end up in result tables."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _log_batch(results: Sequence[Generation], elapsed: float) -> None:
-    prompt = sum(g.prompt_tokens for g in results)
-    completion = sum(g.completion_tokens for g in results)
-    errors = sum(g.error is not None for g in results)
-    rate = 1.0 / elapsed if elapsed > 0 else 0.0
-    log.info(
-        "openai batch: %d requests (%d failed) in %.1f s, prompt %.0f tok/s, completion %.1f tok/s",
-        len(results),
-        errors,
-        elapsed,
-        prompt * rate,
-        completion * rate,
-    )

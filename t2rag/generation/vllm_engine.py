@@ -58,6 +58,8 @@ def sampling_dict(params: SamplingParams, constrained_json: bool) -> dict[str, A
     }
     if params.seed is not None:
         out["seed"] = params.seed
+    if params.stop:
+        out["stop"] = list(params.stop)
     if constrained_json and params.json_schema is not None:
         out["structured_outputs"] = {"json": params.json_schema}
     return out
@@ -117,6 +119,7 @@ class VLLMGenerator(Generator):
                 prompt_tokens=len(o.prompt_token_ids or []),
                 completion_tokens=len(o.outputs[0].token_ids),
                 seconds=seconds,
+                finish_reason=o.outputs[0].finish_reason,
             )
             for o in outputs
         ]

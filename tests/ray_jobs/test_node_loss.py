@@ -46,7 +46,7 @@ def _config(data, out, index, seed):
                 "embed_cpus": 1,
                 "generate_batch_size": 2,
                 "engine_timeout_s": 120,
-            },  # fmt: skip
+            },
         },
     )
 

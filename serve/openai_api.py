@@ -1,0 +1,214 @@
+"""The OpenAI chat-completions API of the served RAG: request and response models, and the pieces of a stream.
+
+A served method is a model (`model: "bm25_meta"`). The last message is the question (it must be the user's);
+earlier user and assistant turns go into the prompt as the conversation, and the client's system messages are added
+to the answer's system prompt. The reply's `content` is the answer a person reads (t2rag.answer.readable); the
+machine-readable parts (prediction, formula, contexts with their ids, subsets and scores, texts on request) are in
+the `t2rag` extension field, which OpenAI clients ignore. Parameters are honoured (`temperature`, `top_p`,
+`max_tokens` / `max_completion_tokens`, `stop`, `seed`, `stream`, `stream_options.include_usage`) or refused with
+a 400 naming them (`n` other than 1, a `response_format` other than text, anything unknown).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from serve.schemas import MAX_GENERATE_TOKENS, MAX_K, MAX_MESSAGES, MAX_QUESTION_CHARS, Context
+
+#: Extension fields live under this key, in requests and replies.
+EXTENSION = "t2rag"
+MAX_STOP = 4
+MAX_MESSAGE_CHARS = 8_000
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessageIn(BaseModel):
+    """A message as OpenAI clients send it: text content, or a list of text parts."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart]
+    name: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    include_usage: bool = False
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+
+
+class RagOptions(BaseModel):
+    """The `t2rag` extension of a request (`extra_body={"t2rag": {...}}` with the official client)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    subset: str | None = Field(None, description="the subset searched; default: the only one loaded, else all pooled")
+    k: int = Field(3, ge=1, le=MAX_K, description="contexts the generator reads")
+    context_id: str | None = Field(None, max_length=512, description="the gold context: needed by model `oracle`")
+    with_text: bool = Field(False, description="return the contexts' texts in the reply's extension")
+
+
+class ChatCompletionRequest(BaseModel):
+    """POST /v1/chat/completions."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(description="a served method (GET /v1/models), e.g. bm25_meta; `oracle` with a context_id")
+    messages: list[ChatMessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_GENERATE_TOKENS)
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_GENERATE_TOKENS)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    n: int | None = None
+    response_format: ResponseFormat | None = None
+    user: str | None = Field(None, max_length=256, description="an end-user id, for the client's own records")
+    t2rag: RagOptions = Field(default_factory=RagOptions)
+
+    @field_validator("messages")
+    @classmethod
+    def _sizes(cls, messages: list[ChatMessageIn]) -> list[ChatMessageIn]:
+        for m in messages:
+            if len(m.text) > MAX_MESSAGE_CHARS:
+                raise ValueError(f"a message is longer than {MAX_MESSAGE_CHARS:,} characters")
+        return messages
+
+    def unsupported(self) -> tuple[str, str] | None:
+        """(parameter, reason) for a parameter this API cannot honour, else None."""
+        if self.n not in (None, 1):
+            return "n", "only n=1 is supported: one answer per request"
+        if self.response_format is not None and self.response_format.type != "text":
+            return "response_format", "the reply is the answer as text (its parts are in the `t2rag` field)"
+        if isinstance(self.stop, list) and len(self.stop) > MAX_STOP:
+            return "stop", f"at most {MAX_STOP} stop sequences"
+        return None
+
+    def question(self) -> str:
+        """The last message, which must be the user's: the question to answer."""
+        last = self.messages[-1]
+        if last.role != "user":
+            raise ValueError("the last message must be the user's question")
+        text = last.text.strip()
+        if not text or len(text) > MAX_QUESTION_CHARS:
+            raise ValueError(f"the question must have 1 to {MAX_QUESTION_CHARS:,} characters")
+        return text
+
+    def conversation(self) -> tuple[str, list[dict[str, str]]]:
+        """The client's system text, and the earlier user and assistant turns, in order."""
+        system = "\n\n".join(m.text for m in self.messages[:-1] if m.role in ("system", "developer"))
+        turns = [{"role": m.role, "content": m.text} for m in self.messages[:-1] if m.role in ("user", "assistant")]
+        return system, turns
+
+    def stops(self) -> tuple[str, ...]:
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+
+def with_conversation(messages: list[dict[str, str]], system: str, turns: list[dict[str, str]]) -> list[dict]:
+    """The answer prompt's messages with the client's system text appended to its system message and the earlier
+    turns before its user message."""
+    first, *rest = messages
+    if first["role"] == "system":
+        head = [{**first, "content": f"{first['content']}\n\n{system}" if system else first["content"]}]
+    else:
+        head, rest = ([{"role": "system", "content": system}] if system else []), messages
+    return [*head, *turns, *rest]
+
+
+class RagResult(BaseModel):
+    """The `t2rag` extension of a reply: what a program reads instead of the prose."""
+
+    method: str
+    subset: str
+    contexts: list[Context] = Field(description="the contexts the generator read, in prompt order")
+    prediction: float | None = None
+    prediction_source: str | None = None
+    formula: str | None = None
+    reasoning_steps: list[str] = Field(default_factory=list)
+    json_ok: bool | None = None
+    formula_ok: bool | None = None
+    raw_output: str | None = None
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def usage(generation: dict[str, Any]) -> dict[str, int]:
+    prompt, completion = generation.get("prompt_tokens") or 0, generation.get("completion_tokens") or 0
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def finish_reason(generation: dict[str, Any]) -> str:
+    return "length" if generation.get("finish_reason") == "length" else "stop"
+
+
+def completion(cid: str, model: str, content: str, generation: dict[str, Any], rag: RagResult) -> dict[str, Any]:
+    """A `chat.completion` object."""
+    return {
+        "id": cid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish_reason(generation),
+                "logprobs": None,
+            }
+        ],
+        "usage": usage(generation),
+        EXTENSION: rag.model_dump(exclude_none=True),
+    }
+
+
+def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+    """One `chat.completion.chunk` as a server-sent event."""
+    event = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        **extra,
+    }
+    return f"data: {json.dumps(event, separators=(',', ':'))}\n\n"
+
+
+def usage_chunk(cid: str, model: str, generation: dict[str, Any]) -> str:
+    """The chunk with no choices and the usage, sent last when `stream_options.include_usage` is set."""
+    event = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+             "choices": [], "usage": usage(generation)}  # fmt: skip
+    return f"data: {json.dumps(event, separators=(',', ':'))}\n\n"
+
+
+DONE = "data: [DONE]\n\n"
+
+
+def model_list(names: list[str], created: int) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [{"id": n, "object": "model", "created": created, "owned_by": "t2rag"} for n in names],
+    }

@@ -1,0 +1,197 @@
+"""The served RAG through the official `openai` client, unchanged, and through LangChain's ChatOpenAI.
+
+The app serves the first 60 FinQA questions of the bundled sample with bm25, base, pretrained_only and oracle, and
+SmolLM2-135M (llama.cpp) as the generator, behind an API key.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from tests.conftest import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.llm]
+
+SUBSET = "FinQA"
+KEY = "test-key-of-the-served-rag"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, short_system_prompt) -> Iterator[dict]:
+    import ray
+    from pydantic import SecretStr
+    from ray import serve
+
+    from serve.app import compose
+    from serve.settings import ServeSettings
+    from t2rag.data import load_questions
+    from tests.conftest import real_table, write_layout
+
+    data = str(write_layout(tmp_path_factory.mktemp("finqa"), {SUBSET: real_table(SUBSET).slice(0, 60)}))
+    settings = ServeSettings(
+        data=data,
+        subsets=[SUBSET],
+        methods=["pretrained_only", "oracle", "bm25", "base"],
+        generator={"preset": "smollm2-135m", "n_ctx": 2048, "n_threads": 1, "sampling": {"max_tokens": 48}},
+        overrides={"prompts": {"max_context_chars": 600, "answer_system": short_system_prompt}},
+        generation_timeout_s=120,
+        api_key=SecretStr(KEY),
+    )
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=4, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
+    try:
+        port = free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(compose(settings), name="rag", route_prefix="/")
+        rows = load_questions(data, [SUBSET]).scored().slice(0, 3).to_pylist()
+        yield {"url": f"http://127.0.0.1:{port}", "questions": rows, "settings": settings}
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def client(served) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{served['url']}/v1", api_key=KEY, max_retries=0, timeout=180)
+
+
+def _ask(question: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": question}]
+
+
+def test_models_are_the_served_methods(client):
+    ids = [m.id for m in client.models.list()]
+    assert ids == ["pretrained_only", "bm25", "base"]  # oracle needs a context id: not listed
+
+
+def test_a_chat_completion_answers_with_the_rag_parts_beside(client, served):
+    question = served["questions"][0]["question"]
+    reply = client.chat.completions.create(model="bm25", messages=_ask(question), temperature=0)
+    choice = reply.choices[0]
+    assert reply.object == "chat.completion" and reply.model == "bm25"
+    assert choice.message.role == "assistant" and "Answer: " in choice.message.content
+    assert choice.finish_reason in ("stop", "length")
+    assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    rag = reply.model_extra["t2rag"]
+    assert rag["method"] == "bm25" and len(rag["contexts"]) == 3
+    assert all(c["subset"] == SUBSET and "text" not in c for c in rag["contexts"])
+    if rag.get("prediction") is not None:
+        assert choice.message.content.rstrip().split("Answer: ")[-1].split(" ")[0] != ""
+
+
+def test_the_streamed_reply_is_the_reply_in_pieces(client, served):
+    question = served["questions"][1]["question"]
+    whole = client.chat.completions.create(model="bm25", messages=_ask(question), temperature=0)
+    started = time.monotonic()
+    arrivals, pieces, extensions, finish = [], [], [], None
+    stream = client.chat.completions.create(
+        model="bm25", messages=_ask(question), temperature=0, stream=True, stream_options={"include_usage": True}
+    )
+    usage = None
+    for event in stream:
+        arrivals.append(time.monotonic() - started)
+        if event.model_extra.get("t2rag"):
+            extensions.append(event.model_extra["t2rag"])
+        if event.usage is not None:
+            usage = event.usage
+        for choice in event.choices:
+            if choice.delta.content:
+                pieces.append(choice.delta.content)
+            finish = choice.finish_reason or finish
+    assert len(pieces) >= 2
+    assert "".join(pieces) == whole.choices[0].message.content  # greedy decoding: the same answer
+    assert finish == whole.choices[0].finish_reason and usage is not None and usage.completion_tokens > 0
+    assert arrivals[0] < arrivals[-1] - 0.5  # the first chunk (with the contexts) comes before generation ends
+    assert len(extensions[0]["contexts"]) == 3 and "prediction_source" in extensions[-1]
+
+
+def test_max_tokens_one_is_cut_at_length(client, served):
+    reply = client.chat.completions.create(
+        model="base", messages=_ask(served["questions"][0]["question"]), max_tokens=1
+    )
+    assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 1
+
+
+def test_oracle_takes_its_context_in_the_extension(client, served):
+    row = served["questions"][0]
+    reply = client.chat.completions.create(
+        model="oracle", messages=_ask(row["question"]), extra_body={"t2rag": {"context_id": row["context_id"]}}
+    )
+    assert [c["context_id"] for c in reply.model_extra["t2rag"]["contexts"]] == [row["context_id"]]
+    with pytest.raises(openai.NotFoundError, match=r"oracle needs t2rag\.context_id"):
+        client.chat.completions.create(model="oracle", messages=_ask(row["question"]))
+
+
+def test_errors_are_openais_and_map_to_the_sdks_classes(client, served):
+    question = _ask(served["questions"][0]["question"])
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.chat.completions.create(model="gpt-4o", messages=question)
+    assert unknown.value.code == "model_not_found" and unknown.value.param == "model"
+    with pytest.raises(openai.BadRequestError) as many:
+        client.chat.completions.create(model="bm25", messages=question, n=2)
+    assert many.value.param == "n"
+    with pytest.raises(openai.BadRequestError, match="logprobs"):
+        client.chat.completions.create(model="bm25", messages=question, logprobs=True)
+    with pytest.raises(openai.BadRequestError, match="last message must be the user's"):
+        client.chat.completions.create(model="bm25", messages=[*question, {"role": "assistant", "content": "hm"}])
+    body = httpx.post(f"{served['url']}/v1/chat/completions", json={"model": "bm25"}, headers=_auth(KEY)).json()
+    assert (
+        set(body["error"]) == {"message", "type", "param", "code"} and body["error"]["type"] == "invalid_request_error"
+    )
+
+
+def _auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.mark.parametrize("key", [None, "wrong"])
+def test_one_key_guards_every_route(served, key):
+    # Without a key: the header is sent empty (the client itself insists on having one to send).
+    headers = {} if key else {"Authorization": ""}
+    bad = openai.OpenAI(base_url=f"{served['url']}/v1", api_key=key or "unused", default_headers=headers, max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+    with pytest.raises(openai.AuthenticationError):
+        bad.chat.completions.create(model="bm25", messages=_ask("What was revenue?"))
+    headers = _auth(key) if key else {}
+    for path in ("/retrieve", "/answer", "/generate", "/v1/chat/completions", "/llm/v1/chat/completions"):
+        assert httpx.post(f"{served['url']}{path}", json={}, headers=headers).status_code == 401, path
+    # The generator has no route of its own: with the key, the old LLM app's path does not exist.
+    assert httpx.get(f"{served['url']}/llm/v1/models", headers=_auth(KEY)).status_code == 404
+
+
+def test_the_chat_route_ranks_and_answers_as_the_core(client, served):
+    """Same rankings as the batch engine's stages, and the same parsed answer as /answer (greedy)."""
+    import pyarrow as pa
+
+    from serve.retrieval import index_lock
+    from t2rag.methods import get_method
+    from t2rag.pipeline.local import LocalEngine
+
+    questions = [q["question"] for q in served["questions"]]
+    engine = LocalEngine(served["settings"].run_config())
+    with index_lock(engine.config):
+        batch = pa.table({"question": questions, "subset": [SUBSET] * 3, "method": ["bm25"] * 3})
+        ranked = engine.apply(get_method("bm25").stages, batch).column("context_ids").to_pylist()
+    for question, ids in zip(questions, ranked, strict=True):
+        rag = client.chat.completions.create(model="bm25", messages=_ask(question)).model_extra["t2rag"]
+        assert [c["context_id"] for c in rag["contexts"]] == ids[:3]
+        answer = httpx.post(
+            f"{served['url']}/answer", json={"method": "bm25", "question": question}, headers=_auth(KEY), timeout=180
+        ).json()
+        assert rag.get("prediction") == answer["prediction"] and rag["raw_output"] == answer["raw_output"]
+
+
+def test_langchain_chat_openai_drives_the_served_rag(served):
+    from langchain_openai import ChatOpenAI
+
+    chat = ChatOpenAI(base_url=f"{served['url']}/v1", api_key=KEY, model="bm25", temperature=0, max_retries=0)
+    reply = chat.invoke(served["questions"][2]["question"])
+    assert "Answer: " in reply.content
+    assert reply.response_metadata["finish_reason"] in ("stop", "length")
