@@ -49,9 +49,10 @@ def llm_config(generator: GeneratorConfig) -> Any:
 
 def llm_deployment(generator: GeneratorConfig) -> Application:
     """Serve LLM's engine deployment for `generator`, to bind into an application (it adds no HTTP route)."""
+    config = llm_config(generator)  # first: without vllm, a ConfigError naming the fix
     from ray.serve.llm import build_llm_deployment
 
-    return build_llm_deployment(llm_config(generator))
+    return build_llm_deployment(config)
 
 
 class ServeLLMEngine:

@@ -6,7 +6,8 @@ Rows enter as the plan makes them (`t2rag.pipeline.plan`): `id, subset, method, 
 | stage | reads | adds |
 |---|---|---|
 | hyde_prompts | question | messages_json, params_json |
-| generate | messages_json, params_json | raw_output, prompt_tokens, completion_tokens, generation_s, generation_error, finish_reason |
+| generate | messages_json, params_json | raw_output, prompt_tokens, completion_tokens, generation_s, |
+| | | generation_error, finish_reason |
 | hyde_query | raw_output, question | query_text, query_as_passage (drops the request and generation columns) |
 | tokenize_queries | query_text or question, query_as_passage | query_token_ids (Ray, in front of GPU embedding) |
 | embed_queries | query_text or question, query_as_passage, query_token_ids if present | query_vector |
