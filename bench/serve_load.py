@@ -19,7 +19,12 @@ prints the share of 200/503/504 answers, the latency of the 200s, the slowest an
 back after their deadline, and how long after the load stopped the p50 at concurrency 8 was back within 1.25x of
 its value before. `late` counts answers of any kind more than 10% past the deadline.
 
+With --chat: instead, the answering routes with the default generator (SmolLM2-135M, llama.cpp) and bm25: at
+--chat-levels (default 1 and 4) concurrent clients, each asking --chat-requests questions in turn, /answer's latency
+beside /v1/chat/completions streamed: its time to first token (the first chunk with answer text) and to the last.
+
 Usage: python bench/serve_load.py [--methods bm25,base] [--requests 300] [--levels 1,8,32]
+       python bench/serve_load.py --chat [--chat-levels 1,4] [--chat-requests 8]
 """
 
 import argparse
@@ -117,6 +122,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--deadline-ms", type=int, default=1000, help="X-Timeout-Ms of the overload requests")
     p.add_argument("--overload-inflight", type=int, default=128, help="most overload requests out at once")
     p.add_argument("--cpus", type=int, default=4, help="logical CPUs of the local Ray")
+    p.add_argument("--chat", action="store_true", help="measure /answer and the streamed chat route instead")
+    p.add_argument("--chat-levels", default="1,4", help="concurrency levels of --chat")
+    p.add_argument("--chat-requests", type=int, default=8, help="questions each --chat client asks")
     p.add_argument(
         "--set",
         action="append",
@@ -268,6 +276,72 @@ def deploy_floor(replica_cpus: float):
     serve.run(Floor.bind(), name=FLOOR, route_prefix=FLOOR_PREFIX)
 
 
+async def answer_once(session: aiohttp.ClientSession, base: str, question: str) -> tuple[float, float]:
+    """(time to the answer, the same) for one /answer request."""
+    sent = time.perf_counter()
+    async with session.post(f"{base}/answer", json={"question": question, "method": "bm25"}) as response:
+        await response.read()
+        assert response.status == 200, response.status
+    took = time.perf_counter() - sent
+    return took, took
+
+
+async def chat_once(session: aiohttp.ClientSession, base: str, question: str) -> tuple[float, float]:
+    """(time to the first chunk with answer text, time to the last) for one streamed chat completion."""
+    body = {"model": "bm25", "messages": [{"role": "user", "content": question}], "stream": True}
+    sent = time.perf_counter()
+    first = None
+    async with session.post(f"{base}/v1/chat/completions", json=body) as response:
+        assert response.status == 200, response.status
+        async for line in response.content:
+            if first is None and line.startswith(b"data: {") and b'"content":"' in line and b'"content":""' not in line:
+                first = time.perf_counter() - sent
+    last = time.perf_counter() - sent
+    return first if first is not None else last, last
+
+
+async def chat_level(base: str, route, questions: list[str], clients: int, each: int) -> list[tuple[float, float]]:
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+
+        async def client(offset: int) -> list[tuple[float, float]]:
+            return [await route(session, base, questions[(offset * each + i) % len(questions)]) for i in range(each)]
+
+        results = await asyncio.gather(*(client(c) for c in range(clients)))
+    return [r for part in results for r in part]
+
+
+def chat_bench(args, questions: list[str]) -> None:
+    """--chat: /answer against the streamed chat route, same questions, same generator."""
+    import ray
+    from ray import serve
+
+    from serve.app import compose
+    from serve.settings import ServeSettings
+
+    settings = ServeSettings.parse({"data": args.data, "subsets": [args.subset], "methods": ["bm25"]})
+    ray.init(num_cpus=args.cpus, include_dashboard=False, object_store_memory=256 * 2**20, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})  # fmt: skip
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(compose(settings), name="t2rag", route_prefix="/")
+    base = f"http://127.0.0.1:{port}"
+    generator = settings.run_config().generator.model
+    print(f"generator {generator}; bm25, k=3; {os.cpu_count()} CPUs")
+    print(f"{'route':22} {'conc':>4} {'n':>3} {'TTFT p50 s':>10} {'p50 s':>7} {'p95 s':>7} {'max s':>7}")
+    asyncio.run(chat_level(base, answer_once, questions, 1, 1))  # warm-up: the engine's first prompt
+    for c in [int(x) for x in args.chat_levels.split(",")]:
+        for name, route in (("/answer", answer_once), ("/v1/chat/completions", chat_once)):
+            times = asyncio.run(chat_level(base, route, questions, c, args.chat_requests))
+            first = [t for t, _ in times]
+            full = sorted(t for _, t in times)
+            ttft = f"{statistics.median(first):10.2f}" if route is chat_once else f"{'-':>10}"
+            print(f"{name:22} {c:4d} {len(full):3d} {ttft} {statistics.median(full):7.2f} "
+                  f"{full[int(0.95 * (len(full) - 1))]:7.2f} {full[-1]:7.2f}", flush=True)  # fmt: skip
+
+
 def start(args) -> str:
     """Local Ray, the t2rag app and the floor app on a free loopback port; the base URL."""
     import ray
@@ -309,6 +383,14 @@ def main() -> None:
     rows = load_questions(args.data, [args.subset]).scored().column("question").to_pylist()
     questions = list(dict.fromkeys(rows))[: args.questions]
     levels = [int(x) for x in args.levels.split(",")]
+    if args.chat:
+        try:
+            chat_bench(args, questions)
+        finally:
+            if ray.is_initialized():
+                serve.shutdown()
+                ray.shutdown()
+        return
     print(f"{len(questions)} real {args.subset} questions, k={args.k}, {os.cpu_count()} CPUs", flush=True)
     try:
         base = start(args)

@@ -98,11 +98,14 @@ def run_foreground(
     settings = ServeSettings.parse({"config": config_path, "data": data, "generator": generator})
     config = settings.run_config()
     local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    if config.generator is not None and config.generator.engine == "vllm":
+    serves_llm = config.generator is not None and config.generator.engine == "vllm"
+    if serves_llm:
         from serve.llm import llm_config
 
-        llm_config(config.generator)  # a bad engine config fails here; building the app would start Ray itself
-    app = compose(settings)  # binding needs no Ray: a bad config fails here, before anything starts
+        llm_config(config.generator)  # a bad engine config fails here, before anything starts
+    # Binding needs no Ray, so a bad config fails here; Serve LLM's builder starts a Ray of its own, so an app with a
+    # vLLM engine is bound once the local cluster below is up.
+    app = None if serves_llm else compose(settings)
     if host not in LOOPBACK_HOSTS:
         guarded = "" if settings.api_key is not None else f"; set {API_KEY_ENV} to require an API key"
         warning = f"t2rag: warning: listening on {host} exposes the API to the network{guarded} (see README)"
@@ -113,6 +116,7 @@ def run_foreground(
         if started_ray:  # RAY_ADDRESS if set, else a local cluster on loopback (with its reaper)
             init_ray(RayConfig(object_store_memory=OBJECT_STORE_BYTES))  # logical CPUs: ray_jobs' default
         signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own handler
+        app = app or compose(settings)
         serve.start(http_options={"host": host, "port": port})
         try:
             serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)

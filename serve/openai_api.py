@@ -145,7 +145,7 @@ class RagResult(BaseModel):
     prediction: float | None = None
     prediction_source: str | None = None
     formula: str | None = None
-    reasoning_steps: list[str] = Field(default_factory=list)
+    reasoning_steps: list[str] | None = None
     json_ok: bool | None = None
     formula_ok: bool | None = None
     raw_output: str | None = None

@@ -1,8 +1,8 @@
 """The served path on a real vLLM engine (`make test-vllm`), started as a user starts it: `t2rag serve` with the
-`vllm-cpu-smollm2` preset runs Ray Serve LLM on vLLM's CPU build (the exported SmolLM2) beside the t2rag app, whose
-Generator deployment reaches it over its OpenAI route; /generate and /answer return real answers, and an evaluation
-through the served route writes records. The local Ray cluster declares no GPU: a `device: cpu` generator needs
-none."""
+`vllm-cpu-smollm2` preset runs Ray Serve LLM's engine deployment on vLLM's CPU build (the exported SmolLM2) inside
+the t2rag app, reached through its handle and behind the app's API key; /generate, /answer and the OpenAI routes
+(driven by the official client) return real answers, streamed as vLLM produces them. The local Ray cluster declares
+no GPU: a `device: cpu` generator needs none."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from tests.conftest import free_port, real_table, requires_vllm, write_layout
-from tests.generation.vllm_runs import evaluate, records, run_config
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, requires_vllm]
 
 ROOT = Path(__file__).resolve().parents[2]
+KEY = "served-vllm-key"
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +47,18 @@ def client(root, short_system_prompt) -> Iterator[httpx.Client]:
     port = free_port()
     command = [sys.executable, "-m", "t2rag.cli", "serve", "--config", str(root / "run.yaml"), "--port", str(port)]
     log = root / "serve.log"
+    env = {**os.environ, "T2RAG_API_KEY": KEY}
     with log.open("w") as out:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
     try:
         deadline = time.monotonic() + 600
         while f"serving on http://127.0.0.1:{port}" not in log.read_text():  # printed once every deployment is ready
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
             time.sleep(1)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as c:
+        headers = {"Authorization": f"Bearer {KEY}"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300, headers=headers) as c:
             yield c
     finally:
         process.send_signal(signal.SIGTERM)
@@ -83,19 +87,26 @@ def test_answer_retrieves_and_answers_through_vllm(client):
     assert answer["raw_output"].lstrip().startswith("{"), answer["raw_output"]
 
 
-def test_an_evaluation_through_the_served_llm_writes_records(client, root, short_system_prompt):
-    """`t2rag eval` with the openai generator on the served LLM route: records of pretrained_only, oracle and base
-    for a seeded sample of both subsets, answered by the served vLLM engine and scored like every other engine's."""
-    generator = {
-        "engine": "openai",
-        "model": "smollm2-135m",
-        "base_url": str(client.base_url).rstrip("/") + "/llm/v1",
-        "json_mode": "json_schema",
-    }
-    out = root / "through-serve"
-    summary = evaluate(run_config(str(root / "both"), out, generator, "local", short_system_prompt))
-    assert set(summary["methods"]) == {"pretrained_only", "oracle", "base"}
-    answered = list(records(out).values())
-    assert len(answered) == 3 * 2 * 2  # methods x subsets x questions
-    for row in answered:
-        assert row["generation_error"] is None and 0 < row["completion_tokens"] <= 32, row
+def test_the_openai_client_through_vllm(client):
+    """models, a chat completion, the same request streamed (equal text under greedy decoding), a cut at
+    max_tokens, and the key on every route: the engine has no route of its own."""
+    import openai
+
+    base = str(client.base_url).rstrip("/")
+    api = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY, max_retries=0, timeout=300)
+    assert [m.id for m in api.models.list()] == ["pretrained_only", "bm25"]
+    question = [{"role": "user", "content": real_table("FinQA").slice(0, 1).to_pylist()[0]["question"]}]
+    whole = api.chat.completions.create(model="bm25", messages=question, temperature=0)
+    assert "Answer: " in whole.choices[0].message.content and whole.usage.completion_tokens > 0
+    pieces = [
+        c.choices[0].delta.content
+        for c in api.chat.completions.create(model="bm25", messages=question, temperature=0, stream=True)
+        if c.choices and c.choices[0].delta.content
+    ]
+    assert len(pieces) >= 2 and "".join(pieces) == whole.choices[0].message.content
+    cut = api.chat.completions.create(model="pretrained_only", messages=question, max_tokens=1)
+    assert cut.choices[0].finish_reason == "length"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{base}/v1", api_key="wrong", max_retries=0).models.list()
+    for path in ("/llm/v1/chat/completions", "/v1/chat/completions", "/answer"):
+        assert httpx.post(f"{base}{path}", json={}).status_code == 401, path
