@@ -319,7 +319,10 @@ def chat_bench(args, questions: list[str]) -> None:
     from serve.app import compose
     from serve.settings import ServeSettings
 
-    settings = ServeSettings.parse({"data": args.data, "subsets": [args.subset], "methods": ["bm25"]})
+    fields = {name: yaml.safe_load(value) for name, value in (item.split("=", 1) for item in args.set)}
+    settings = ServeSettings.parse(
+        {"data": args.data, "subsets": [args.subset], "methods": ["bm25"], "generation_timeout_s": 600} | fields
+    )
     ray.init(num_cpus=args.cpus, include_dashboard=False, object_store_memory=256 * 2**20, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})  # fmt: skip
     with socket.socket() as sock:

@@ -142,6 +142,8 @@ def report_load(model: str) -> None:
 def _to_meter(method: str, *args: object) -> None:
     import ray
 
+    if not ray.is_initialized():  # a runner called outside Ray has no meter, and must not start a Ray to look
+        return
     try:
         getattr(ray.get_actor(METER_NAME), method).remote(*args)
     except ValueError:  # no meter: the job does not read stage figures

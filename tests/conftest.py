@@ -127,6 +127,17 @@ def _isolated_cache(tmp_path_factory):
     yield root
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_left_running(request):
+    """A module that leaves Ray running fails here, by name, instead of every later module whose fixture starts a
+    Ray of its own failing with "called ray.init twice"."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+        pytest.fail(f"{request.module.__name__} left Ray running")
+
+
 @pytest.fixture(scope="session")
 def minilm():
     """The offline all-MiniLM-L6-v2 embedder (loaded once per session)."""

@@ -76,6 +76,7 @@ def no_cluster(monkeypatch):
     """Runners called in this process: no Ray worker to size, no meter to report to."""
     monkeypatch.setattr(placement, "use_held_cpus", lambda torch_threads: 1)
     monkeypatch.setattr(placement, "report", lambda *args: None)
+    monkeypatch.setattr(placement, "count_loads_on_meter", lambda: None)
 
 
 def test_a_shared_pass_gives_every_row_its_own_chain_and_columns(sample, tmp_path, no_cluster):
