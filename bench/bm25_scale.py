@@ -27,7 +27,7 @@ from t2rag.data import load_questions
 from t2rag.data.distractors import synthetic_contexts
 from t2rag.retrieval.bm25_matrix import BM25Matrix
 from t2rag.retrieval.ranking import top_n
-from t2rag.retrieval.tokenize import whitespace_tokenize
+from t2rag.tokenize import whitespace_tokenize
 
 
 def peak_rss_mb() -> float:

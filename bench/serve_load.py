@@ -29,6 +29,7 @@ Usage: python bench/serve_load.py [--methods bm25,base] [--requests 300] [--leve
 
 import argparse
 import asyncio
+import math
 import os
 import socket
 import statistics
@@ -342,7 +343,7 @@ def chat_bench(args, questions: list[str]) -> None:
             full = sorted(t for _, t in times)
             ttft = f"{statistics.median(first):10.2f}" if route is chat_once else f"{'-':>10}"
             print(f"{name:22} {c:4d} {len(full):3d} {ttft} {statistics.median(full):7.2f} "
-                  f"{full[int(0.95 * (len(full) - 1))]:7.2f} {full[-1]:7.2f}", flush=True)  # fmt: skip
+                  f"{full[math.ceil(0.95 * len(full)) - 1]:7.2f} {full[-1]:7.2f}", flush=True)  # fmt: skip
 
 
 def start(args) -> str:

@@ -34,6 +34,7 @@ from ray_jobs.common import init_ray
 from t2rag.config import RunConfig, load_config
 from t2rag.data.corpus import Corpus
 from t2rag.data.distractors import extend, load_distractors, synthetic_contexts
+from t2rag.methods import get_method
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k
 from t2rag.plots import plot_corpus_size
 from t2rag.quiet import quiet_libraries
@@ -102,7 +103,7 @@ def run_cells(
             in_corpus = np.isin(all_gold, np.asarray(corpus.context_ids[: len(mine)]))
             questions, gold = all_questions[in_corpus].tolist(), all_gold[in_corpus].tolist()
             for method in methods:
-                retriever = build_retriever(method, retrieval)
+                retriever = build_retriever(get_method(method).retriever, retrieval)
                 start = time.perf_counter()
                 retriever.index(corpus, vectors=cell_vectors)
                 indexed = time.perf_counter()
@@ -214,7 +215,7 @@ def _required(distractors: str | None) -> str:
 
 
 def _dense(methods: list[str]) -> bool:
-    return any(m != "bm25" for m in methods)
+    return any(get_method(m).searches_vectors for m in methods)
 
 
 def _embed(config: RunConfig, resources: Resources, corpus: Corpus, methods: list[str]):

@@ -29,7 +29,6 @@ from t2rag.resources import Resources
 from t2rag.retrieval import build_retriever
 from t2rag.retrieval.base import DensePassages
 from t2rag.retrieval.vector_store import VectorStore
-from t2rag.stages.context_summaries import ensure_context_summaries
 from t2rag.stages.embed import vectors_of
 
 log = logging.getLogger("t2rag.progress")
@@ -50,7 +49,7 @@ def summarize_contexts(config: RunConfig, resources: Resources, service: Generat
     for subset in resources.questions.subsets:
         start = time.perf_counter()
         corpus = resources.corpus(subset)
-        ensure_context_summaries(resources, corpus, generate)
+        resources.context_summary_corpus(corpus, generate)
         log.info("[summarize] corpus=%s rows=%d %.1fs", corpus.name, len(corpus), time.perf_counter() - start)
 
 
@@ -59,12 +58,12 @@ def tables_to_index(config: RunConfig, resources: Resources) -> list[DensePassag
     seen: dict[str, DensePassages] = {}
     for name in config.methods:
         method = get_method(name)
-        if "embed_queries" not in method.stages:  # only dense searches read a vector index
+        if not method.searches_vectors:
             continue
         retriever = build_retriever(method.retriever, config.retrieval)
         for subset in resources.questions.subsets:
-            for plan in retriever.dense_passages(resources.index_corpus(method, subset)):
-                seen.setdefault(plan.table, plan)
+            for passages in retriever.dense_passages(resources.index_corpus(method, subset)):
+                seen.setdefault(passages.table, passages)
     return list(seen.values())
 
 
@@ -80,25 +79,25 @@ def build_indexes(
             summarize_contexts(config, resources, generator)
     store = VectorStore(config.retrieval.index_uri, config.retrieval.ann)
     out, missing = [], []
-    for plan in tables_to_index(config, resources):
-        if store.has_table(plan.table, len(plan.passages)):
-            table = store.open(plan.table)  # builds a missing ANN index the config wants
-            out.append({**_row(plan), "reused": True, **table.search_info})
+    for dense in tables_to_index(config, resources):
+        if store.has_table(dense.table, len(dense.passages)):
+            table = store.open(dense.table)  # builds a missing ANN index the config wants
+            out.append({**_row(dense), "reused": True, **table.search_info})
         else:
-            missing.append(plan)
+            missing.append(dense)
     start = time.perf_counter()
-    for position, vectors in embed_corpora(config, [plan.passages for plan in missing]):
-        plan = missing[position]
-        table = store.write(plan.table, plan.passages, vectors, plan.docs)
+    for position, vectors in embed_corpora(config, [dense.passages for dense in missing]):
+        dense = missing[position]
+        table = store.write(dense.table, dense.passages, vectors, dense.docs)
         seconds = time.perf_counter() - start
-        rows = len(plan.passages)
-        log.info("[build_index] corpus=%s rows=%d whole after %.1fs", plan.passages.name, rows, seconds)
-        out.append({**_row(plan), "reused": False, "seconds": seconds, **table.search_info})
+        rows = len(dense.passages)
+        log.info("[build_index] corpus=%s rows=%d whole after %.1fs", dense.passages.name, rows, seconds)
+        out.append({**_row(dense), "reused": False, "seconds": seconds, **table.search_info})
     return out
 
 
-def _row(plan: DensePassages) -> dict:
-    return {"corpus": plan.passages.name, "table": plan.table, "rows": len(plan.passages)}
+def _row(dense: DensePassages) -> dict:
+    return {"corpus": dense.passages.name, "table": dense.table, "rows": len(dense.passages)}
 
 
 def embed_corpus(config: RunConfig, corpus: Corpus) -> np.ndarray:

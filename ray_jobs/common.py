@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
 from t2rag.config import RayConfig
-from t2rag.pipeline.progress import format_rate
+from t2rag.progress import format_rate
 
 log = logging.getLogger("t2rag.progress")
 

@@ -33,9 +33,9 @@ from t2rag.config import RunConfig, load_config
 from t2rag.errors import T2RagError, one_line
 from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.plan import WorkGroup, plan_work
-from t2rag.pipeline.progress import StageLog
 from t2rag.pipeline.records import RECORDS_DIR, to_answer_inputs, to_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
+from t2rag.progress import StageLog
 from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.storage import join

@@ -43,10 +43,10 @@ def replica_shape(config: RunConfig) -> ReplicaShape:
     (`generator.replicas` of them); CPU engines and HTTP clients get `ray.generate_actors` actors of one CPU."""
     g = config.generator
     assert g is not None
-    if g.engine == "vllm" and g.device == "gpu":
-        per = g.tensor_parallel_size * g.pipeline_parallel_size
+    if g.gpus_per_replica:
+        per = g.gpus_per_replica
         return ReplicaShape(float(per), float(per), per, g.accelerator_type, g.replicas)
-    if g.engine == "vllm":
+    if g.schedules_batches:
         return ReplicaShape(1.0, 0.0, 1, None, g.replicas)
     return ReplicaShape(1.0, 0.0, 1, None, config.ray.generate_actors)
 
@@ -126,7 +126,7 @@ class GeneratorService:
             "max_restarts": -1,
             "max_task_retries": 0,  # the client retries, on another replica when this one is gone
             "max_concurrency": 4,  # `pending` answers while a batch runs
-            "runtime_env": engine_runtime_env(g) if g.engine == "vllm" else None,
+            "runtime_env": engine_runtime_env(g) if g.schedules_batches else None,
         }
         for _ in range(s.count):
             if s.bundles > 1:  # tensor parallelism: vLLM's Ray workers go in this group (one GPU each)
@@ -229,7 +229,7 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
 
     g = config.generator
     assert g is not None
-    batch_size = g.batch_size if g.engine == "vllm" else config.ray.generate_batch_size
+    batch_size = g.batch_size if g.schedules_batches else config.ray.generate_batch_size
     return ds.map_batches(
         ServiceClient,
         fn_constructor_kwargs={

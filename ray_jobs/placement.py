@@ -16,7 +16,6 @@ and a stage that reads a column when it is present (embed_queries' `query_text`)
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -27,8 +26,8 @@ from ray_jobs.table_blocks import input_tasks
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL
 from t2rag.resources import Resources
-from t2rag.stages import STAGES
-from t2rag.stages.base import groups
+from t2rag.stages import STAGES, built
+from t2rag.stages.base import groups, run_chain
 
 #: Bookkeeping columns of rows placed together: the stages a row needs, and the columns it really has.
 NEEDS, COLUMNS = "_stages", "_columns"
@@ -60,16 +59,8 @@ def pool_for(kind: str, config: RunConfig) -> Pool:
     return Pool(r.retrieve_actors, 0.0, 1.0, r.retrieve_batch_size)
 
 
-#: The pool kind of each stage; stages not listed are light CPU work and share the retrieval pools' settings.
-KINDS = {
-    "tokenize_queries": "tokenize",
-    "tokenize_passages": "tokenize",
-    "embed_queries": "embed",
-    "embed_passages": "embed",
-    "retrieve": "retrieve",
-    "rerank": "rerank",
-    "generate": "generate",
-}
+#: The pool kind of each stage, as the stage declares it; `light` stages share the retrieval pools' settings.
+KINDS = {name: stage.pool for name, stage in STAGES.items()}
 
 
 #: The pool kinds whose stages run torch models.
@@ -98,7 +89,7 @@ def segments(stages: tuple[str, ...]) -> list[tuple[str, ...]]:
     """Consecutive stages of one kind run in the same actor (or task)."""
     out: list[list[str]] = []
     for name in stages:
-        if out and KINDS.get(name, "light") == KINDS.get(out[-1][-1], "light"):
+        if out and KINDS[name] == KINDS[out[-1][-1]]:
             out[-1].append(name)
         else:
             out.append([name])
@@ -112,22 +103,17 @@ class StageRunner:
 
     def __init__(self, config_json: str):
         count_loads_on_meter()
-        kinds = {KINDS.get(s) for s in self.stages}
+        kinds = {KINDS[s] for s in self.stages}
         if kinds & TOKENIZING_KINDS:  # the others never import torch (2 s per process)
             use_held_cpus(torch_threads=bool(kinds & TORCH_KINDS))
         resources = Resources(RunConfig.model_validate_json(config_json))
-        self.steps = [(name, STAGES[name](resources)) for name in self.stages]
+        self.steps = built(resources, self.stages)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return self.run(batch, self.stages)
 
     def run(self, batch: pa.Table, needed: tuple[str, ...] | set[str]) -> pa.Table:
-        for name, stage in self.steps:
-            if name in needed:
-                start = time.perf_counter()
-                batch = stage(batch)
-                report(name, batch.num_rows, time.perf_counter() - start)
-        return batch
+        return run_chain([(name, stage) for name, stage in self.steps if name in needed], batch, report)
 
 
 class SharedRunner(StageRunner):
@@ -239,7 +225,7 @@ def steps(stages: tuple[str, ...], config: RunConfig) -> list[Step]:
         elif not any(STAGES[s].stateful for s in segment):
             out.append(Step(segment, "tasks"))
         else:
-            pool = pool_for(KINDS.get(segment[0], "light"), config)
+            pool = pool_for(KINDS[segment[0]], config)
             out.append(Step(segment, "actors", pool, len(shard_configs(segment, config))))
     return out
 

@@ -75,12 +75,12 @@ def generator_pool(config: RunConfig) -> PoolSpec:
         "run",
         "generator",
         ("generate",),
-        "vllm" if g.engine == "vllm" else "actors",
+        "vllm" if g.schedules_batches else "actors",
         g.model,
         actors=shape.count,
         cpus=shape.cpus,
         gpus=shape.gpus,
-        tensor_parallel=g.tensor_parallel_size if g.engine == "vllm" else 1,
+        tensor_parallel=g.tensor_parallel_size if g.schedules_batches else 1,
         accelerator=shape.accelerator,
     )
 
@@ -112,7 +112,7 @@ def _pool(step: Step, config: RunConfig, phase: str) -> PoolSpec:
         ROLES.get(first, "light"),
         step.segment,
         "actors",
-        _model(KINDS.get(first), config),
+        _model(KINDS[first], config),
         actors=pool.size * step.shards,
         cpus=pool.cpus,
         gpus=pool.gpus,

@@ -179,7 +179,7 @@ def make_plan(config: RunConfig, target: Target, resources: Resources | None = N
 
 def pools_of(config: RunConfig, resources: Resources, work: list[WorkGroup]) -> list[PoolSpec]:
     corpora = 1 if config.data.pooled_corpus else len(resources.questions.subsets)
-    dense = any("embed_queries" in get_method(m).stages for m in config.methods)
+    dense = any(get_method(m).searches_vectors for m in config.methods)
     return run_pools(config, work, corpora, dense)
 
 

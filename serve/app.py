@@ -51,7 +51,7 @@ def compose(settings: ServeSettings, generator: Application | None = None) -> Ap
     }
     if generator is None and config.generator is not None:
         llm = None
-        if config.generator.engine == "vllm":
+        if config.generator.schedules_batches:
             from serve.llm import llm_deployment
 
             llm = llm_deployment(config.generator)
@@ -98,7 +98,7 @@ def run_foreground(
     settings = ServeSettings.parse({"config": config_path, "data": data, "generator": generator})
     config = settings.run_config()
     local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    serves_llm = config.generator is not None and config.generator.engine == "vllm"
+    serves_llm = config.generator is not None and config.generator.schedules_batches
     if serves_llm:
         from serve.llm import llm_config
 

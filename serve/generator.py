@@ -19,7 +19,8 @@ from ray.serve.handle import DeploymentHandle
 
 from serve.settings import ServeSettings
 from t2rag.generation.base import ChatRequest, Delta, Generation, SamplingParams
-from t2rag.generation.config import GeneratorConfig, build_generator
+from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.factory import build_generator
 from t2rag.generation.requests import generation_columns, request_from_row
 
 WARM_UP_REQUEST = ChatRequest(({"role": "user", "content": "Hi"},), SamplingParams(max_tokens=1))
@@ -41,8 +42,8 @@ class GeneratorDeployment:
 
             self.engine: Any = ServeLLMEngine(llm, generator)
         else:
-            if generator.engine == "llamacpp":  # a served answer must not depend on the requests before it
-                generator = generator.model_copy(update={"prompt_cache": False})
+            # A served answer must not depend on the requests before it.
+            generator = generator.model_copy(update={"prompt_cache": False})
             self.engine = build_generator(generator, cache=False)
             self.engine.load()  # the weights now, not on the first request
 

@@ -68,9 +68,10 @@ from t2rag.errors import T2RagError
 from t2rag.generation.base import REJECTED, ChatRequest, SamplingParams, is_rejected
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.requests import REQUEST_COLUMNS, request_row
-from t2rag.methods import METHODS, Method
+from t2rag.methods import METHODS, PROMPTING, Method
 from t2rag.resources import Resources
-from t2rag.stages.answer import AnswerPrompts, ParseAnswers, ReadContexts
+from t2rag.stages import built
+from t2rag.stages.base import run_chain
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -234,9 +235,8 @@ class RAGIngress:
     ):
         self.settings = settings
         self.resources = Resources(config)
-        self.read_contexts = ReadContexts(self.resources)
-        self.answer_prompts = AnswerPrompts(self.resources)
-        self.parse_answers = ParseAnswers(self.resources)
+        self.prompting = built(self.resources, PROMPTING)
+        self.parsing = built(self.resources, ("parse_answers",))
         self.methods = {name: METHODS[name] for name in methods}
         self.generator = generator
         self.created = int(time.time())
@@ -523,7 +523,7 @@ class RAGIngress:
             gold = self._gold_context(context_id, corpus)
             ranked = [{"context_id": gold.context_id, "subset": gold.subset, "score": None}]
             row["gold_context"] = gold.text
-        batch = self.answer_prompts(self.read_contexts(pa.Table.from_pylist([row])))
+        batch = run_chain(self.prompting, pa.Table.from_pylist([row]))
         texts = batch.column("reader_texts")[0].as_py()
         contexts = [Context(**c, text=text) for c, text in zip(ranked, texts, strict=True)]
         return Prepared(method.name, corpus, batch, contexts, seconds, started, time.perf_counter())
@@ -535,7 +535,7 @@ class RAGIngress:
             if name in batch.column_names:
                 batch = batch.drop_columns([name])
             batch = batch.append_column(name, pa.array([value]))
-        return self.parse_answers(batch.append_column("reference", pa.nulls(1, pa.float64()))).to_pylist()[0]
+        return run_chain(self.parsing, batch.append_column("reference", pa.nulls(1, pa.float64()))).to_pylist()[0]
 
     @staticmethod
     def _rag_result(

@@ -12,7 +12,6 @@ installed: the GPU extra, or the CPU build of `make vllm`.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +19,7 @@ from ray.serve.deployment import Application
 from ray.serve.handle import DeploymentHandle
 
 from t2rag.errors import ConfigError
-from t2rag.generation.base import ChatRequest, Delta, Generation, rejected
+from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, rejected
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.vllm_engine import engine_runtime_env, model_source, sampling_dict, vllm_engine_kwargs
 
@@ -78,9 +77,7 @@ class ServeLLMEngine:
         if structured:
             schema = {"name": "answer", "schema": structured["json"]}
             body["response_format"] = {"type": "json_schema", "json_schema": schema}
-        started = time.perf_counter()
-        pieces: list[str] = []
-        finish, usage = None, {}
+        stream = ChunkStream()
         async for batch in self.handle.chat.remote(ChatCompletionRequest(**body)):
             for item in batch if isinstance(batch, list) else [batch]:
                 event = _event(item)
@@ -91,22 +88,9 @@ class ServeLLMEngine:
                     failed = rejected(message) if code in (400, 413, 422) else f"vLLM failed: {message}"
                     yield Delta(done=Generation(text="", error=failed))
                     return
-                usage = event.get("usage") or usage
-                for choice in event.get("choices") or []:
-                    finish = choice.get("finish_reason") or finish
-                    text = (choice.get("delta") or {}).get("content") or ""
-                    if text:
-                        pieces.append(text)
-                        yield Delta(text)
-        yield Delta(
-            done=Generation(
-                text="".join(pieces),
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-                seconds=time.perf_counter() - started,
-                finish_reason=finish,
-            )
-        )
+                for delta in stream.read(event):
+                    yield delta
+        yield Delta(done=stream.generation())
 
 
 def _event(item: Any) -> dict[str, Any]:

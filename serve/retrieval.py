@@ -4,9 +4,8 @@ loaded corpus.
 The requests queued together are ranked as one batch (the ingress keeps one queue per stage chain, see
 serve/batcher.py); `rank` groups any batch by its methods' stage chains as the batch engine groups its work
 (t2rag.pipeline.plan), so the dense methods share one query-encoder call and each (method, corpus, k) is one block
-search. Measured on 2 cores (bench/serve_load.py), a separate embedder
-and one retriever deployment per method cost two extra Serve hops per request, each about as much CPU as a whole
-trivial route; here a request costs one hop.
+search. A separate embedder and one retriever deployment per method would cost two extra Serve hops per request,
+each about as much CPU as a whole trivial route (docs/performance.md); here a request costs one hop.
 """
 
 from __future__ import annotations
@@ -30,8 +29,8 @@ from t2rag.errors import InputError
 from t2rag.methods import Method
 from t2rag.resources import Resources
 from t2rag.retrieval.vector_store import default_index_uri
-from t2rag.stages import STAGES
-from t2rag.stages.base import Stage
+from t2rag.stages import built
+from t2rag.stages.base import Stage, run_chain
 
 WARM_UP_TEXT = "What was the total revenue?"
 
@@ -77,7 +76,7 @@ class RetrievalService:
         self.corpora = corpus_names(resources.questions.subsets)
         #: Each served stage chain with its stages, built once (as a Ray stage actor builds its steps).
         self.chains: dict[tuple[str, ...], list[tuple[str, Stage]]] = {
-            m.stages: [(name, STAGES[name](resources)) for name in m.stages] for m in self.methods.values()
+            m.stages: built(resources, m.stages) for m in self.methods.values()
         }
 
     def build(self) -> None:
@@ -125,10 +124,11 @@ class RetrievalService:
             }
         )
         seconds: dict[str, float] = {}
-        for name, stage in self.chains[chain]:
-            begun = time.perf_counter()
-            batch = stage(batch)
-            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - begun
+
+        def timed(name: str, rows: int, took: float) -> None:
+            seconds[name] = seconds.get(name, 0.0) + took
+
+        batch = run_chain(self.chains[chain], batch, timed)
         rows = zip(batch.column("context_ids").to_pylist(), batch.column("scores").to_pylist(), queries, strict=True)
         return [
             Ranking(

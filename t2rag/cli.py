@@ -60,13 +60,13 @@ def _finite(obj: object) -> object:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
-    from t2rag.data import load_questions
+    from t2rag.data import load_questions, subset_stats
     from t2rag.tables import markdown_table
 
     qs = load_questions(args.data, args.subsets, args.split)
     if len(qs) == 0:
         raise InputError(f"{qs.source}: the data holds no questions")
-    stats = qs.stats()
+    stats = subset_stats(qs)
     if args.json:
         print_json({"source": qs.source, "subsets": stats})
         return 0

@@ -46,20 +46,20 @@ class RayConfig(BaseModel):
     #: minutes of a generator's work, and a killed job loses its blocks in flight).
     block_rows: int = Field(256, ge=1)
     #: Rows per input block where rows only retrieve: a block is seconds of work, and every block costs tasks and
-    #: Ray Data bookkeeping (bench/ray_vs_local.py on 2 cores: 26.0-28.1 s with blocks of 256, 23.8-25.4 s with 2,048).
+    #: Ray Data bookkeeping (the measurements behind these defaults: docs/performance.md).
     retrieve_block_rows: int = Field(2048, ge=1)
     embed_actors: int = Field(1, ge=1)
     embed_gpus: float = Field(0.0, ge=0)
-    #: CPUs per embedding actor, which are also its torch threads. None: 1 beside a GPU, else this machine's cores
-    #: (at most 8): a CPU encoder with one thread ran at half the single-process speed (bench/ray_vs_local.py).
+    #: CPUs per embedding actor, which are also its torch threads. None: 1 beside a GPU, else the node's cores (at
+    #: most 8): a CPU encoder on one thread is much slower than the single-process engine.
     embed_cpus: float | None = Field(None, gt=0)
     #: Rows per embedding call. The embedder batches inside by rows or tokens; a large call lets it sort by length
-    #: and embed a question once for all methods (64 rows: 73 s of embedding in bench/ray_vs_local.py, 768: 57 s).
+    #: and embed a question once for all methods.
     embed_batch_size: int = Field(512, ge=1)
     #: Tokenize for the embedder on CPU actors in front of the embedding actors, so a GPU never waits on a
     #: tokenizer. None: when embedding actors hold GPUs.
     tokenize_on_cpu: bool | None = None
-    #: Each holds 1 CPU and tokenizes on one thread (about 2,300 contexts/s at 256 tokens, 1,150 at 512).
+    #: Each holds 1 CPU and tokenizes on one thread.
     tokenize_actors: int = Field(2, ge=1)
     retrieve_actors: int = Field(1, ge=1)
     retrieve_batch_size: int = Field(256, ge=1)

@@ -19,8 +19,10 @@ DENSE = ("embed_queries", "retrieve")
 LEXICAL = ("retrieve",)
 #: The stages every answered row ends with, whatever chain brought it to its prompts.
 ANSWER_TAIL = ("generate", "parse_answers")
+#: The stages that make a question's answer prompt from what its method reads.
+PROMPTING = ("read_contexts", "answer_prompts")
 #: Stages that answer a question from what the method reads (they run for the generation sample only).
-ANSWER = ("read_contexts", "answer_prompts", *ANSWER_TAIL)
+ANSWER = (*PROMPTING, *ANSWER_TAIL)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,11 @@ class Method:
     @property
     def retrieves(self) -> bool:
         return self.retriever is not None
+
+    @property
+    def searches_vectors(self) -> bool:
+        """Its retrieval embeds the query and searches a vector index (the methods with a dense index to build)."""
+        return "embed_queries" in self.stages
 
     @property
     def retrieval_needs_generator(self) -> bool:

@@ -15,14 +15,17 @@ from t2rag.data import POOLED, Corpus, QuestionSet, build_corpora, build_corpus,
 from t2rag.data.distractors import extend, load_distractors
 from t2rag.errors import ConfigError, InputError
 from t2rag.generation.base import Generator
-from t2rag.generation.config import GeneratorConfig, build_generator
+from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.factory import build_generator
 from t2rag.methods import Method
-from t2rag.pipeline.progress import StageLog
+from t2rag.progress import StageLog
 from t2rag.prompts import Prompts
 from t2rag.retrieval import Retriever, build_retriever
 from t2rag.retrieval.embed_tokenizer import EmbedTokenizer
 from t2rag.retrieval.embedder import Embedder, make_embedder
 from t2rag.retrieval.hashing_embedder import HashingEmbedder
+from t2rag.retrieval.vector_store import VectorStore
+from t2rag.summaries import GenerateRows, in_chunks, summarized
 
 
 class Resources:
@@ -69,14 +72,14 @@ class Resources:
     def distractors(self) -> Corpus:
         return load_distractors(self.config.data.distractors)
 
-    def corpus(self, subset: str | None) -> Corpus:
-        """A subset's corpus; None (or "pooled") means all loaded subsets pooled into one."""
-        if subset is None or subset == POOLED:
+    def corpus(self, name: str | None) -> Corpus:
+        """A corpus by name: a subset's, or "pooled" (or None) for all loaded subsets pooled into one."""
+        if name is None or name == POOLED:
             return self.pooled_corpus
         try:
-            return self.corpora[subset]
+            return self.corpora[name]
         except KeyError:
-            raise InputError(f"unknown subset '{subset}' (loaded: {', '.join(self.corpora)})") from None
+            raise InputError(f"unknown subset '{name}' (loaded: {', '.join(self.corpora)})") from None
 
     def data_description(self) -> dict:
         """What a run is evaluated on: the source, and per subset its splits, scored questions and the contexts
@@ -99,17 +102,20 @@ class Resources:
             "subsets": subsets,
         }
 
-    def context_summary_corpus(self, corpus: Corpus) -> Corpus:
-        """The corpus with every context replaced by its generated summary (generated here when not stored)."""
-        from t2rag.stages.context_summaries import ensure_context_summaries
-
+    def context_summary_corpus(self, corpus: Corpus, generate: GenerateRows | None = None) -> Corpus:
+        """The corpus with every context replaced by its generated summary; the ones not stored yet are generated
+        by `generate` (a Ray job passes its generator service), by default in this process."""
         if corpus.fingerprint not in self._summaries:
-            self._summaries[corpus.fingerprint] = ensure_context_summaries(self, corpus)
+            generate = generate or in_chunks(self.generator, self.log, corpus.name)
+            store = VectorStore(self.config.retrieval.index_uri)
+            self._summaries[corpus.fingerprint] = summarized(
+                corpus, self.generator_config, self.prompts, store, generate
+            )
         return self._summaries[corpus.fingerprint]
 
-    def index_corpus(self, method: Method, subset: str | None) -> Corpus:
-        """The texts a method searches: the subset's contexts, or their summaries."""
-        corpus = self.corpus(subset)
+    def index_corpus(self, method: Method, corpus_name: str | None) -> Corpus:
+        """The texts a method searches in the named corpus (see `corpus`): its contexts, or their summaries."""
+        corpus = self.corpus(corpus_name)
         return self.context_summary_corpus(corpus) if method.index_texts == "summary" else corpus
 
     # -- models and indexes --------------------------------------------------------------------------------
@@ -133,12 +139,12 @@ class Resources:
     def embed_tokenizer(self) -> EmbedTokenizer:
         return EmbedTokenizer(self.config.retrieval.embedder)
 
-    def retriever(self, method: Method, subset: str | None) -> Retriever:
-        """The method's retriever, indexed on its corpus, or on its shard `retrieval.shard` (built once per
+    def retriever(self, method: Method, corpus_name: str | None) -> Retriever:
+        """The method's retriever, indexed on the named corpus, or on its shard `retrieval.shard` (built once per
         retriever and corpus)."""
         if method.retriever is None:
             raise InputError(f"method '{method.name}' does not retrieve")
-        corpus = self.index_corpus(method, subset)
+        corpus = self.index_corpus(method, corpus_name)
         key = (method.retriever, corpus.fingerprint)
         if key not in self._retrievers:
             r = self.config.retrieval

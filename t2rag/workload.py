@@ -105,7 +105,7 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
             question_chars = int(pc.sum(pc.utf8_length(rows.column("question"))).as_py() or 0)
             if method.retrieves:
                 cell["retrievals"] += n
-                cell["dense"] += n if "embed_queries" in method.stages else 0
+                cell["dense"] += n if method.searches_vectors else 0
                 cell["pairs"] += n * config.retrieval.reranker.pool_factor * k if "rerank" in method.stages else 0
             if "generate" in method.stages:
                 chars = n * hyde_overhead + question_chars
@@ -138,7 +138,7 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
                 n = len(corpus)
                 chars = n * (overhead + clipped[s])
                 summaries[corpus.name] = Generation(n, tokens(chars), n * prompts.config.summary_max_tokens)
-        if "embed_queries" in method.stages:
+        if method.searches_vectors:
             for corpus in corpora.values():
                 passages[f"{corpus.name}/{method.index_texts}"] = len(corpus)
     passage_tokens = {

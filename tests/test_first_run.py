@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from t2rag.pipeline.progress import Progress, format_rate, format_seconds
+from t2rag.progress import Progress, format_rate, format_seconds
 
 NOISE = ("WARN", "lance::", "Loading weights", "it/s]", "(0 rows/s)")
 
@@ -47,7 +47,7 @@ def test_rates_have_sensible_precision():
 
 def test_progress_lines_count_rate_and_time_left(caplog, monkeypatch):
     clock = iter([0.0, 10.0, 40.0])
-    monkeypatch.setattr("t2rag.pipeline.progress.time.perf_counter", lambda: next(clock))
+    monkeypatch.setattr("t2rag.progress.time.perf_counter", lambda: next(clock))
     caplog.set_level("INFO", logger="t2rag.progress")
     progress = Progress("generate: oracle", 4, every_s=5.0, bar=False)
     progress.advance(1)  # at 10 s

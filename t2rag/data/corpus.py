@@ -163,3 +163,23 @@ def build_corpora(questions: QuestionSet, pooled: bool = False) -> dict[str, Cor
         shared = build_corpus(questions, None)
         return dict.fromkeys(questions.subsets, shared)
     return {name: build_corpus(questions, name) for name in questions.subsets}
+
+
+def subset_stats(questions: QuestionSet) -> dict[str, dict[str, object]]:
+    """Per-subset counts: splits present, questions, unique contexts, excluded ids and non-numeric reference
+    answers."""
+    out: dict[str, dict[str, object]] = {}
+    for name in questions.subsets:
+        part = questions.subset(name)
+        t = part.table
+        excluded = pc.is_valid(t.column("excluded_reason"))
+        corpus = build_corpus(part, name)
+        out[name] = {
+            "splits": sorted({s for s in t.column("split").to_pylist() if s}),
+            "questions": t.num_rows,
+            "contexts": len(corpus),
+            "excluded": t.column("id").filter(excluded).to_pylist(),
+            "non_numeric_answers": int(pc.sum(pc.is_null(t.column("answer_value"))).as_py() or 0),
+            "context_conflicts": len(corpus.conflicts),
+        }
+    return out

@@ -13,7 +13,7 @@ import numpy as np
 
 from t2rag.data.corpus import Corpus, build_corpora, build_corpus
 from t2rag.data.load import load_questions
-from t2rag.retrieval.tokenize import whitespace_tokenize
+from t2rag.tokenize import whitespace_tokenize
 
 SYNTHETIC_PREFIX = "synthetic-"
 
@@ -40,10 +40,6 @@ def synthetic_contexts(n: int, seed: int = 0) -> Corpus:
         texts += [" ".join(vocab[ids[e - m : e]]) for e, m in zip(ends, chunk, strict=True)]
     ids = tuple(f"{SYNTHETIC_PREFIX}{seed}-{i}" for i in range(n))
     return Corpus(f"synthetic-{seed}", ids, ("synthetic",) * n, tuple(texts))
-
-
-def is_synthetic(corpus: Corpus) -> bool:
-    return any(cid.startswith(SYNTHETIC_PREFIX) for cid in corpus.context_ids)
 
 
 def extend(corpus: Corpus, distractors: Corpus, count: int | None = None, seed: int | None = None) -> Corpus:

@@ -58,27 +58,6 @@ class QuestionSet:
             raise DataError(f"{len(missing)} ids are not in the data, e.g. {missing[:3]}")
         return self.table.take(pa.array([index[qid] for qid in ids], pa.int64()))
 
-    def stats(self) -> dict[str, dict[str, object]]:
-        """Per-subset counts: splits present, questions, unique contexts, excluded ids and non-numeric reference
-        answers."""
-        from t2rag.data.corpus import build_corpus
-
-        out: dict[str, dict[str, object]] = {}
-        for name in self.subsets:
-            part = self.subset(name)
-            t = part.table
-            excluded = pc.is_valid(t.column("excluded_reason"))
-            corpus = build_corpus(part, name)
-            out[name] = {
-                "splits": sorted({s for s in t.column("split").to_pylist() if s}),
-                "questions": t.num_rows,
-                "contexts": len(corpus),
-                "excluded": t.column("id").filter(excluded).to_pylist(),
-                "non_numeric_answers": int(pc.sum(pc.is_null(t.column("answer_value"))).as_py() or 0),
-                "context_conflicts": len(corpus.conflicts),
-            }
-        return out
-
 
 def load_questions(
     data: str | DataSource | None = None,

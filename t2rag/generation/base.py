@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +27,16 @@ class SamplingParams(BaseModel):
     seed: int | None = 0
     stop: tuple[str, ...] = ()  # stop generating at any of these strings (not included in the text)
     json_schema: dict | None = None  # constrain the output to this JSON schema where the engine can
+
+    def decoding(self) -> dict[str, Any]:
+        """The fields every engine takes under these names: temperature, top_p, max_tokens, and seed and stop when
+        set (the JSON schema is each engine's own field)."""
+        out: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+        if self.seed is not None:
+            out["seed"] = self.seed
+        if self.stop:
+            out["stop"] = list(self.stop)
+        return out
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,35 @@ class Delta:
 
     text: str = ""
     done: Generation | None = None
+
+
+class ChunkStream:
+    """What a stream of OpenAI chat-completion chunks has said so far: `read` passes each chunk's new text on as
+    Deltas and keeps the usage and finish reason; `generation` is the whole completion at the end."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.pieces: list[str] = []
+        self.finish: str | None = None
+        self.usage: dict = {}
+
+    def read(self, chunk: dict) -> Iterator[Delta]:
+        self.usage = chunk.get("usage") or self.usage
+        for choice in chunk.get("choices") or []:
+            self.finish = choice.get("finish_reason") or self.finish
+            text = (choice.get("delta") or {}).get("content") or ""
+            if text:
+                self.pieces.append(text)
+                yield Delta(text)
+
+    def generation(self) -> Generation:
+        return Generation(
+            text="".join(self.pieces),
+            prompt_tokens=int(self.usage.get("prompt_tokens") or 0),
+            completion_tokens=int(self.usage.get("completion_tokens") or 0),
+            seconds=time.perf_counter() - self.started,
+            finish_reason=self.finish,
+        )
 
 
 class Generator(ABC):

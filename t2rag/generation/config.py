@@ -1,4 +1,4 @@
-"""Generator settings, the named presets, and the factory that builds an engine from them."""
+"""Generator settings and the named presets (engines are built from them by `t2rag.generation.factory`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from t2rag.errors import ConfigError
-from t2rag.generation.base import Generator, SamplingParams
+from t2rag.generation.base import SamplingParams
 
 Engine = Literal["llamacpp", "openai", "vllm"]
 
@@ -54,8 +54,24 @@ class GeneratorConfig(BaseModel):
         default_factory=dict, description="environment of the engine's processes, e.g. VLLM_CPU_KVCACHE_SPACE (GiB)"
     )
 
-    def with_overrides(self, **fields: object) -> GeneratorConfig:
-        return self.model_copy(update={k: v for k, v in fields.items() if v is not None})
+    @property
+    def one_prompt_at_a_time(self) -> bool:
+        """The engine evaluates prompts one after another in this process (llama.cpp): a block of one row is as fast
+        as a larger one and reports progress sooner."""
+        return self.engine == "llamacpp"
+
+    @property
+    def schedules_batches(self) -> bool:
+        """The engine batches many prompts itself (vLLM): a replica takes `batch_size` rows per call, may span
+        tensor x pipeline parallel GPUs, and is served as Ray Serve LLM's deployment."""
+        return self.engine == "vllm"
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica holds (0 on CPU)."""
+        if not self.schedules_batches or self.device == "cpu":
+            return 0
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
 #: Ready configurations, selectable by name (`--generator NAME`).
@@ -72,7 +88,7 @@ PRESETS: dict[str, GeneratorConfig] = {
             name="vllm-cpu-smollm2",
             engine="vllm",
             model="smollm2-135m",
-            dtype="float32",  # without AVX-512 BF16 (this machine), vLLM's CPU build falls back to slow bf16 matmuls
+            dtype="float32",  # on CPUs without AVX-512 BF16, vLLM's CPU build falls back to slow bf16 matmuls
             max_model_len=4096,
             enforce_eager=True,
             device="cpu",
@@ -126,24 +142,3 @@ def resolve_generator(spec: str | GeneratorConfig | dict | None) -> GeneratorCon
         merged.update(spec)
         spec = merged
     return GeneratorConfig.model_validate(spec)
-
-
-def build_generator(config: GeneratorConfig, cache: bool = True) -> Generator:
-    """Instantiate the engine; with `cache` its results go through the disk cache."""
-    if config.engine == "llamacpp":
-        from t2rag.generation.llamacpp import LlamaCppGenerator
-
-        engine: Generator = LlamaCppGenerator(config)
-    elif config.engine == "openai":
-        from t2rag.generation.openai_http import OpenAIHTTPGenerator
-
-        engine = OpenAIHTTPGenerator(config)
-    else:
-        from t2rag.generation.vllm_engine import VLLMGenerator
-
-        engine = VLLMGenerator(config)
-    if not cache:
-        return engine
-    from t2rag.generation.cache import CachedGenerator
-
-    return CachedGenerator(engine)

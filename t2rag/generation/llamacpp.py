@@ -127,16 +127,7 @@ class LlamaCppGenerator(Generator):
 
     def _arguments(self, request: ChatRequest) -> dict[str, Any]:
         params = request.params
-        kwargs: dict[str, Any] = {
-            "messages": list(request.messages),
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "max_tokens": params.max_tokens,
-        }
-        if params.seed is not None:
-            kwargs["seed"] = params.seed
-        if params.stop:
-            kwargs["stop"] = list(params.stop)
+        kwargs: dict[str, Any] = {"messages": list(request.messages), **params.decoding()}
         if self.config.constrained_json and params.json_schema:
             kwargs["response_format"] = {"type": "json_object", "schema": params.json_schema}
         return kwargs

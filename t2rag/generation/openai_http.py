@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from t2rag.errors import ConfigError
-from t2rag.generation.base import ChatRequest, Delta, Generation, Generator, log_batch, rejected
+from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, Generator, log_batch, rejected
 from t2rag.generation.config import GeneratorConfig
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,7 @@ class OpenAIHTTPGenerator(Generator):
     def stream(self, request: ChatRequest) -> Iterator[Delta]:
         """The server's streamed chat completion (server-sent events), passed on as it arrives; one attempt."""
         body = {**self.payload(request), "stream": True, "stream_options": {"include_usage": True}}
-        started = time.perf_counter()
-        pieces: list[str] = []
-        finish, usage = None, {}
+        stream = ChunkStream()
         try:
             with (
                 httpx.Client(base_url=self.base_url + "/", headers=self._headers(), timeout=self.config.timeout_s) as c,
@@ -90,26 +88,11 @@ class OpenAIHTTPGenerator(Generator):
                 for line in response.iter_lines():
                     if not line.startswith("data:") or line.strip() == "data: [DONE]":
                         continue
-                    event = json.loads(line.removeprefix("data:").strip())
-                    usage = event.get("usage") or usage
-                    for choice in event.get("choices") or []:
-                        finish = choice.get("finish_reason") or finish
-                        text = (choice.get("delta") or {}).get("content") or ""
-                        if text:
-                            pieces.append(text)
-                            yield Delta(text)
+                    yield from stream.read(json.loads(line.removeprefix("data:").strip()))
         except (httpx.HTTPError, ValueError) as exc:
             yield Delta(done=Generation(text="", error=f"stream failed: {type(exc).__name__}: {_squash(str(exc))}"))
             return
-        yield Delta(
-            done=Generation(
-                text="".join(pieces),
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-                seconds=time.perf_counter() - started,
-                finish_reason=finish,
-            )
-        )
+        yield Delta(done=stream.generation())
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
@@ -134,17 +117,7 @@ class OpenAIHTTPGenerator(Generator):
     def payload(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body of one chat-completion request."""
         params = request.params
-        body: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": list(request.messages),
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "max_tokens": params.max_tokens,
-        }
-        if params.seed is not None:
-            body["seed"] = params.seed
-        if params.stop:
-            body["stop"] = list(params.stop)
+        body: dict[str, Any] = {"model": self.config.model, "messages": list(request.messages), **params.decoding()}
         schema = params.json_schema
         if self.config.constrained_json and schema:
             if self.config.json_mode == "json_schema":

@@ -16,6 +16,7 @@ from t2rag.generation.base import ChatRequest, Generation, Message, SamplingPara
 from t2rag.generation.config import GeneratorConfig
 
 REQUEST_COLUMNS = ("messages_json", "params_json")
+REQUEST_TYPES: dict[str, pa.DataType] = {name: pa.string() for name in REQUEST_COLUMNS}
 
 GENERATION_COLUMNS: dict[str, pa.DataType] = {
     "raw_output": pa.string(),

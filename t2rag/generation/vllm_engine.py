@@ -51,15 +51,7 @@ def engine_runtime_env(config: GeneratorConfig) -> dict[str, Any] | None:
 
 def sampling_dict(params: SamplingParams, constrained_json: bool) -> dict[str, Any]:
     """vLLM SamplingParams fields for one request (structured output when a schema is set)."""
-    out: dict[str, Any] = {
-        "temperature": params.temperature,
-        "top_p": params.top_p,
-        "max_tokens": params.max_tokens,
-    }
-    if params.seed is not None:
-        out["seed"] = params.seed
-    if params.stop:
-        out["stop"] = list(params.stop)
+    out = params.decoding()
     if constrained_json and params.json_schema is not None:
         out["structured_outputs"] = {"json": params.json_schema}
     return out

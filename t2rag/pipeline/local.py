@@ -10,11 +10,12 @@ import pyarrow as pa
 from t2rag.config import RunConfig
 from t2rag.model_loads import loads, loads_since
 from t2rag.pipeline.plan import WorkGroup, plan_work
-from t2rag.pipeline.progress import Progress, StageLog
 from t2rag.pipeline.records import new_part_name, to_records, write_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
+from t2rag.progress import Progress, StageLog
 from t2rag.resources import Resources
 from t2rag.stages import STAGES, Stage
+from t2rag.stages.base import run_chain
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +86,12 @@ class LocalEngine:
 
     def generate_block_rows(self) -> int:
         generator = self.config.generator
-        return 1 if generator is not None and generator.engine == "llamacpp" else GENERATE_BLOCK_ROWS
+        return 1 if generator is not None and generator.one_prompt_at_a_time else GENERATE_BLOCK_ROWS
 
     def apply(self, stages: tuple[str, ...], batch: pa.Table, done: str = "") -> pa.Table:
         """Run a batch through the named stages in order."""
-        for name in stages:
-            with self.log.stage(name, batch.num_rows, done=done):
-                batch = self.stage(name)(batch)
-        return batch
+        steps = [(name, self.stage(name)) for name in stages]
+        return run_chain(steps, batch, lambda name, rows, seconds: self.log.record(name, rows, seconds, done=done))
 
 
 def run_local(config: RunConfig, overwrite: bool = False) -> dict:

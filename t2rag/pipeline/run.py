@@ -22,7 +22,6 @@ from t2rag.errors import ConfigError, InputError, T2RagError, one_line
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
 from t2rag.pipeline.manifest import build_manifest, read_json, write_json
-from t2rag.pipeline.progress import StageLog
 from t2rag.pipeline.records import (
     METRIC_COLUMNS,
     count_failed,
@@ -31,6 +30,7 @@ from t2rag.pipeline.records import (
     release_failed,
     summarize_records,
 )
+from t2rag.progress import StageLog
 from t2rag.storage import filesystem_for, is_s3
 
 log = logging.getLogger("t2rag.progress")

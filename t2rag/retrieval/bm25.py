@@ -10,7 +10,7 @@ import numpy as np
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth, shard_corpus
 from t2rag.retrieval.bm25_matrix import BM25Matrix, BM25Params, BM25Statistics
-from t2rag.retrieval.tokenize import get_tokenizer
+from t2rag.tokenize import get_tokenizer
 
 
 #: Matrices kept for reuse by later retrievers of the same corpus (bm25 and the hybrids, one per subset): a few,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from t2rag.retrieval.tokenize import Tokenizer, whitespace_tokenize
+from t2rag.tokenize import Tokenizer, whitespace_tokenize
 
 #: float64 scores held per (query block x document block): 32 MiB.
 BLOCK_VALUES = 1 << 22

@@ -17,8 +17,8 @@ from t2rag.retrieval.fused import FUSED_COMPONENTS, FusedRetriever, FusionConfig
 from t2rag.retrieval.hybrid import HybridBM25Retriever, HybridRRFRetriever
 from t2rag.retrieval.reranker import RerankerConfig
 from t2rag.retrieval.shards import ShardedRetriever, shard_ranges
-from t2rag.retrieval.tokenize import TOKENIZERS
 from t2rag.retrieval.vector_store import AnnConfig
+from t2rag.tokenize import TOKENIZERS
 
 
 class BM25Config(BaseModel):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from t2rag.retrieval.tokenize import whitespace_tokenize
+from t2rag.tokenize import whitespace_tokenize
 
 HASHING_MODEL = "hashing"
 

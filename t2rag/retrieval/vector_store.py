@@ -34,8 +34,8 @@ class AnnConfig(BaseModel):
     above: int | None = Field(None, ge=1)  # documents above which a corpus gets an ANN index; None: always flat
     index_type: str = "IVF_PQ"  # a LanceDB vector index type
     nprobes: int = Field(32, ge=1)  # IVF partitions searched per query
-    #: Re-rank refine_factor x k candidates with full vectors. 50: at 1M documents, 10 gave recall@10 0.883 and 50
-    #: gave 0.973 (more probes did not help: the quantisation is the limit; bench/dense_scale.py).
+    #: Re-rank refine_factor x k candidates with full vectors (the quantisation, not the probes, limits recall
+    #: without it; the measurement behind 50 is in docs/performance.md).
     refine_factor: int | None = Field(50, ge=1)
     probes: int = Field(200, ge=10)  # queries that measure recall@10 against the flat scan when it is built
 

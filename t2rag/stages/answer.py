@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from t2rag.answer import predict
 from t2rag.generation.base import ChatRequest, SamplingParams
-from t2rag.generation.requests import request_columns
+from t2rag.generation.requests import REQUEST_TYPES, request_columns
 from t2rag.methods import get_method
 from t2rag.metrics.number_match import number_match_one
 from t2rag.prompts import ANSWER_SCHEMA
@@ -23,6 +23,9 @@ class ReadContexts(Stage):
     """
 
     name = "read_contexts"
+    reads = ("method",)
+    optional = ("subset", "context_ids", "gold_context", "k")
+    adds = pa.schema({"reader_texts": TEXTS_TYPE})
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts: list = [None] * batch.num_rows
@@ -49,6 +52,8 @@ class AnswerPrompts(Stage):
     whose markdown tables feed the formula's table operations)."""
 
     name = "answer_prompts"
+    reads = ("question", "reader_texts")
+    adds = pa.schema({**REQUEST_TYPES, "prompt_hash": pa.string(), "table_text": pa.string()})
 
     @property
     def params(self) -> SamplingParams:
@@ -87,6 +92,9 @@ class ParseAnswers(Stage):
     `formula_ok`, `number_match`, `reasoning_steps` (the answer module's policy, then Number Match)."""
 
     name = "parse_answers"
+    reads = ("raw_output",)
+    optional = ("table_text", "reference")
+    adds = pa.schema(SCORE_TYPES)
     stateful = False
 
     def __call__(self, batch: pa.Table) -> pa.Table:

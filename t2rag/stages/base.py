@@ -1,14 +1,17 @@
 """The stage interface and the column helpers every stage uses.
 
-A stage maps a pyarrow batch to a pyarrow batch: it reads the columns it documents, adds (or replaces) its own and
-passes every other column through. It is built once per process from a `Resources` (which loads models and
+A stage maps a pyarrow batch to a pyarrow batch: it reads the columns it declares, adds (or replaces) the columns it
+declares, with their Arrow types, and passes every other column through. It also declares the kind of pool it needs,
+which is all Ray's placement knows of it. It is built once per process from a `Resources` (which loads models and
 indexes lazily, once) and called on batches of any size; engines only decide where and how often it is called.
+A new stage is one subclass (it registers itself by its `name`) plus its place in `t2rag.stages.STAGES`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import ClassVar
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -17,14 +20,32 @@ import pyarrow.compute as pc
 from t2rag.config import RunConfig
 from t2rag.resources import Resources
 
+#: The pool a stage needs on Ray: a GPU model (`embed`, `rerank`), a CPU tokenizer (`tokenize`), an index holder
+#: (`retrieve`), the run's generator (`generate`), or nothing held (`light`).
+PoolKind = Literal["embed", "rerank", "tokenize", "retrieve", "generate", "light"]
+
 
 class Stage:
     """One pipeline step: Arrow batch in, Arrow batch out."""
 
     #: The name methods use for this stage (see `t2rag.methods`).
     name: ClassVar[str]
+    #: Columns the stage needs, and columns it reads when a row has them.
+    reads: ClassVar[tuple[str, ...]] = ()
+    optional: ClassVar[tuple[str, ...]] = ()
+    #: Columns the stage adds or replaces, with their types, and columns it removes.
+    adds: ClassVar[pa.Schema] = pa.schema([])
+    drops: ClassVar[tuple[str, ...]] = ()
+    pool: ClassVar[PoolKind] = "light"
     #: False when the stage holds nothing worth keeping between batches (engines may run it as a plain task).
     stateful: ClassVar[bool] = True
+    #: Every stage class by name (filled as stage classes are defined).
+    registry: ClassVar[dict[str, type[Stage]]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            Stage.registry[cls.name] = cls
 
     def __init__(self, resources: Resources):
         self.resources = resources
@@ -37,6 +58,21 @@ class Stage:
     def candidates(cls, config: RunConfig, k: int) -> int | None:
         """How many ranked results this stage needs from retrieval (None: no demand beyond the usual depth)."""
         return None
+
+
+#: Called after each stage of a chain with the stage's name, the rows it returned and the seconds it took.
+OnStage = Callable[[str, int, float], None]
+
+
+def run_chain(steps: Sequence[tuple[str, Stage]], batch: pa.Table, on_stage: OnStage | None = None) -> pa.Table:
+    """The batch through the built stages in order: the one loop every engine runs (the single-process engine, the
+    Ray actors and the Serve replicas)."""
+    for name, stage in steps:
+        start = time.perf_counter()
+        batch = stage(batch)
+        if on_stage is not None:
+            on_stage(name, batch.num_rows, time.perf_counter() - start)
+    return batch
 
 
 def groups(batch: pa.Table, *keys: str) -> Iterator[tuple[tuple, np.ndarray]]:

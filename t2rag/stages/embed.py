@@ -49,6 +49,10 @@ class TokenizeQueries(Stage):
     make itself, query or passage template applied; each distinct text tokenized once per batch."""
 
     name = "tokenize_queries"
+    reads = ("question",)
+    optional = ("query_text", "query_as_passage")
+    adds = pa.schema({"query_token_ids": TOKEN_IDS_TYPE})
+    pool = "tokenize"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         keys, first = _distinct_queries(batch)
@@ -70,6 +74,10 @@ class EmbedQueries(Stage):
     """
 
     name = "embed_queries"
+    reads = ("question",)
+    optional = ("query_text", "query_as_passage", "query_token_ids")
+    adds = pa.schema({"query_vector": VECTOR_TYPE})
+    pool = "embed"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         keys, first = _distinct_queries(batch)
@@ -98,6 +106,9 @@ class TokenizePassages(Stage):
     """`text` -> `token_ids`: the ids `embed_passages` would make itself."""
 
     name = "tokenize_passages"
+    reads = ("text",)
+    adds = pa.schema({"token_ids": TOKEN_IDS_TYPE})
+    pool = "tokenize"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         ids = self.resources.embed_tokenizer.passages(batch.column("text").to_pylist())
@@ -109,6 +120,10 @@ class EmbedPassages(Stage):
     process)."""
 
     name = "embed_passages"
+    reads = ("text",)
+    optional = ("token_ids",)
+    adds = pa.schema({"vector": VECTOR_TYPE})
+    pool = "embed"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         embedder = self.resources.embedder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from t2rag.generation.requests import generation_columns, requests_of
+from t2rag.generation.requests import GENERATION_COLUMNS, REQUEST_COLUMNS, generation_columns, requests_of
 from t2rag.stages.base import Stage, with_columns
 
 
@@ -13,6 +13,9 @@ class Generate(Stage):
     `generation_error` (engine failures become errors on their rows, never a failed batch)."""
 
     name = "generate"
+    reads = REQUEST_COLUMNS
+    adds = pa.schema(GENERATION_COLUMNS)
+    pool = "generate"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         generations = self.resources.generator.generate(requests_of(batch))

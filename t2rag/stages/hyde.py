@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from t2rag.generation.requests import GENERATION_COLUMNS, REQUEST_COLUMNS, free_text_requests
+from t2rag.generation.requests import GENERATION_COLUMNS, REQUEST_COLUMNS, REQUEST_TYPES, free_text_requests
 from t2rag.stages.base import Stage, with_columns
 
 
@@ -16,6 +16,8 @@ class HydePrompts(Stage):
     """`question` -> `messages_json`, `params_json` asking for a hypothetical excerpt."""
 
     name = "hyde_prompts"
+    reads = ("question",)
+    adds = pa.schema(REQUEST_TYPES)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         prompts = self.resources.prompts
@@ -29,6 +31,9 @@ class HydeQuery(Stage):
     the generation and request columns are dropped so the answer stages start clean."""
 
     name = "hyde_query"
+    reads = ("raw_output", "question")
+    adds = pa.schema({"query_text": pa.string(), "query_as_passage": pa.bool_()})
+    drops = (*GENERATION_COLUMNS, *REQUEST_COLUMNS)
     stateful = False
 
     def __call__(self, batch: pa.Table) -> pa.Table:

@@ -21,6 +21,10 @@ class Rerank(Stage):
     -> `context_ids`, `scores`, `gold_rank` of the reranked top max(k, 5)."""
 
     name = "rerank"
+    reads = ("method", "subset", "question", "context_ids", "scores", "gold_rank")
+    optional = ("context_id", "k")
+    adds = pa.schema(RANKING_TYPES)
+    pool = "rerank"
 
     @classmethod
     def candidates(cls, config: RunConfig, k: int) -> int:

@@ -25,9 +25,7 @@ RANKING_TYPES: dict[str, pa.DataType] = {
 def search_depth(method: Method, config: RunConfig, k: int) -> int:
     """Results a method's search returns: max(k, MIN_DEPTH); when a later stage asks for a candidate pool (the
     reranker's pool_factor x k), exactly that pool (at least k)."""
-    from t2rag.stages import STAGES
-
-    wanted = [n for n in (STAGES[name].candidates(config, k) for name in method.stages) if n is not None]
+    wanted = [n for n in (Stage.registry[name].candidates(config, k) for name in method.stages) if n is not None]
     return max(k, *wanted) if wanted else result_depth(k)
 
 
@@ -62,6 +60,11 @@ class Retrieve(Stage):
     """
 
     name = "retrieve"
+    reads = ("method", "subset", "question")
+    optional = ("query_vector", "context_id", "k", *SHARD_TYPES)
+    adds = pa.schema({**RANKING_TYPES, **SHARD_TYPES})  # the shard columns only between the shards of a sharded corpus
+    drops = tuple(SHARD_TYPES)
+    pool = "retrieve"
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         n = batch.num_rows

@@ -6,14 +6,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from t2rag.data import build_corpora, load_questions
+from t2rag.data import build_corpora, load_questions, subset_stats
 from t2rag.data.schema import QUESTION_SCHEMA
 from t2rag.errors import DataError
 from tests.conftest import real_table, write_layout
 
 
 def test_bundled_sample_counts(sample):
-    stats = sample.stats()
+    stats = subset_stats(sample)
     assert list(stats) == ["FinQA", "TAT-DQA"]
     assert (stats["FinQA"]["questions"], stats["FinQA"]["contexts"]) == (883, 299)
     assert (stats["TAT-DQA"]["questions"], stats["TAT-DQA"]["contexts"]) == (1142, 274)
@@ -84,7 +84,7 @@ def test_empty_rows_are_kept_listed_and_excluded(tmp_path):
     qs = load_questions(str(tmp_path))
     ids = table.column("id").to_pylist()
     assert len(qs) == 20  # nothing dropped
-    assert qs.stats()["TAT-DQA"]["excluded"] == [ids[3], ids[5]]
+    assert subset_stats(qs)["TAT-DQA"]["excluded"] == [ids[3], ids[5]]
     assert qs.scored().num_rows == 18
     reasons = dict(zip(qs.table["id"].to_pylist(), qs.table["excluded_reason"].to_pylist(), strict=True))
     assert reasons[ids[3]] == "empty_question" and reasons[ids[5]] == "empty_context"
@@ -101,7 +101,7 @@ def test_context_conflicts_are_reported(tmp_path):
     qs = load_questions(str(tmp_path))
     corpus = build_corpora(qs)["FinQA"]
     assert [c.context_id for c in corpus.conflicts] == [cids[dup_index]]
-    assert qs.stats()["FinQA"]["context_conflicts"] == 1
+    assert subset_stats(qs)["FinQA"]["context_conflicts"] == 1
 
 
 def test_unreadable_file_and_missing_directory(tmp_path):

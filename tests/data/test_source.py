@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from t2rag.data import load_questions, resolve_source
+from t2rag.data import load_questions, resolve_source, subset_stats
 from t2rag.data.source import BUNDLED_SAMPLE
 from t2rag.errors import DataError
 from tests.conftest import copy_sample, upload_dir
@@ -77,7 +77,7 @@ def test_load_from_s3(tmp_path, s3_bucket):
     copy_sample(tmp_path)
     uri = upload_dir(tmp_path, s3_bucket, "benchmarks/t2")
     qs = load_questions(uri, subsets=["FinQA", "TAT-DQA"])
-    assert qs.stats()["FinQA"]["contexts"] == 299 and len(qs) == 2025
+    assert subset_stats(qs)["FinQA"]["contexts"] == 299 and len(qs) == 2025
     assert qs.files[0].startswith(f"s3://{s3_bucket}/benchmarks/t2/data/FinQA/")
     with pytest.raises(DataError, match=r"not found|no parquet"):
         load_questions(f"s3://{s3_bucket}/missing")

@@ -11,7 +11,8 @@ import pytest
 
 from t2rag.generation.base import ChatRequest, SamplingParams, is_rejected
 from t2rag.generation.cache import CachedGenerator, GenerationCache
-from t2rag.generation.config import GeneratorConfig, build_generator
+from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.factory import build_generator
 from t2rag.generation.llamacpp import LlamaCppGenerator
 from t2rag.prompts import ANSWER_SCHEMA
 

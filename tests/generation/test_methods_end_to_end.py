@@ -67,11 +67,10 @@ def test_every_method_in_process(tiny_data, minilm_reranker, short_system_prompt
     assert result["model_loads"]["smollm2-135m"] == 1  # one engine for summaries, HyDE and every answer
     # Summaries were generated once and stored: a second run over the same corpus reuses them.
     from t2rag.resources import Resources
-    from t2rag.stages.context_summaries import ensure_context_summaries
 
     resources = Resources(config)
     calls = []
-    summaries = ensure_context_summaries(resources, resources.corpus("FinQA"), generate=calls.append)
+    summaries = resources.context_summary_corpus(resources.corpus("FinQA"), generate=calls.append)
     assert calls == [] and len(summaries) == 4 and all(t for t in summaries.texts)
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from t2rag.errors import ConfigError
 from t2rag.generation.base import ChatRequest, SamplingParams, is_rejected
-from t2rag.generation.config import GeneratorConfig, build_generator
+from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.factory import build_generator
 from t2rag.generation.openai_http import OpenAIHTTPGenerator
 from t2rag.prompts import ANSWER_SCHEMA
 from tests.conftest import free_port

@@ -19,3 +19,19 @@ def ray_local(s3_server):
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def recorded_services(monkeypatch) -> list:
+    """The generator services `ray_jobs.evaluate` starts, in order (a test kills their replicas)."""
+    from ray_jobs import evaluate
+
+    services: list = []
+
+    class Recorded(evaluate.GeneratorService):
+        def __init__(self, config):
+            super().__init__(config)
+            services.append(self)
+
+    monkeypatch.setattr(evaluate, "GeneratorService", Recorded)
+    return services

@@ -10,6 +10,7 @@ from ray_jobs.ablate_corpus_size import ablate_corpus_size, sample_corpus_positi
 from ray_jobs.ablate_embedders import ablate_embedders, parse_models
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
+from t2rag.pipeline.records import read_records
 from t2rag.report import write_report
 
 pytestmark = pytest.mark.slow
@@ -86,4 +87,11 @@ def test_embedder_ablation(ray_local, mini_data, tmp_path):
     assert {"weighted recall@1", "weighted recall@5", "weighted mrr@5"} <= set(rows[0])
     # Truncating passages to 64 tokens hides most of each context: recall@5 must not improve.
     assert float(rows[1]["weighted recall@5"]) <= float(rows[0]["weighted recall@5"])
+    # The override took effect: the same model ranks differently when it reads 64 tokens (were it ignored, the two
+    # cells would be the same run).
+    cells = tmp_path / "ablations" / "embedders"
+    rankings = [read_records(str(cells / slug)).sort_by("id").column("context_ids").to_pylist()
+                for slug in (c.cache_key for c in parse_models("all-MiniLM-L6-v2,all-MiniLM-L6-v2:64"))]  # fmt: skip
+    differ = sum(a != b for a, b in zip(*rankings, strict=True))
+    assert len(rankings[0]) > 20 and differ > len(rankings[0]) // 4, differ
     assert "| all-MiniLM-L6-v2 |" in (tmp_path / "ablations" / "embedders.md").read_text()

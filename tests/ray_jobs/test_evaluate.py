@@ -113,7 +113,9 @@ def _kill_replica_once(services: list, records_dir: Path, done: threading.Event,
         time.sleep(0.2)
 
 
-def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(ray_local, tiny_data, tmp_path, monkeypatch):
+def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
+    ray_local, tiny_data, tmp_path, recorded_services
+):
     """The replica is killed mid-run: Ray restarts it, the batch in flight is sent again, and the one run finishes
     with every record once, without a rerun."""
     out = tmp_path / "resume"
@@ -127,14 +129,7 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(ray_loc
         # Blocks of 3 rows from prompt building on, so records are written (and resumable) 3 at a time.
         ray={"block_rows": 3, "retrieve_batch_size": 3, "generate_batch_size": 3},
     )
-    services: list = []
-
-    class Recorded(evaluate.GeneratorService):
-        def __init__(self, config):
-            super().__init__(config)
-            services.append(self)
-
-    monkeypatch.setattr(evaluate, "GeneratorService", Recorded)
+    services = recorded_services
     done, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_replica_once, args=(services, out / "records", done, killed))
     killer.start()

@@ -79,7 +79,7 @@ def _records(out) -> dict:
                     strict=True))  # fmt: skip
 
 
-def test_losing_the_generators_node_mid_run_finishes_without_a_rerun(cluster, tiny_data, tmp_path, monkeypatch):
+def test_losing_the_generators_node_mid_run_finishes_without_a_rerun(cluster, tiny_data, tmp_path, recorded_services):
     import ray
 
     c, workers = cluster
@@ -89,14 +89,8 @@ def test_losing_the_generators_node_mid_run_finishes_without_a_rerun(cluster, ti
     whole = evaluate.run_ray(_config(tiny_data, tmp_path / "whole", tmp_path / "index-whole", seed=1))
     uninterrupted_s = time.monotonic() - started
 
-    services: list = []
-
-    class Recorded(evaluate.GeneratorService):
-        def __init__(self, config):
-            super().__init__(config)
-            services.append(self)
-
-    monkeypatch.setattr(evaluate, "GeneratorService", Recorded)
+    services = recorded_services
+    services.clear()  # only the interrupted run's service
     out = tmp_path / "lost"
     result: dict = {}
 

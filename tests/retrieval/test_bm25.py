@@ -10,7 +10,7 @@ from t2rag.data import build_corpora
 from t2rag.retrieval import build_retriever
 from t2rag.retrieval.bm25_matrix import BM25Matrix
 from t2rag.retrieval.ranking import top_n
-from t2rag.retrieval.tokenize import numeric_tokenize, whitespace_tokenize
+from t2rag.tokenize import numeric_tokenize, whitespace_tokenize
 
 
 @pytest.mark.parametrize(("subset", "build_chunk"), [("FinQA", 1 << 16), ("TAT-DQA", 1 << 16), ("FinQA", 40)])

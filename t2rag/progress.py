@@ -54,8 +54,10 @@ class StageLog:
         start = time.perf_counter()
         labels = dict(labels)
         yield labels
-        seconds = time.perf_counter() - start
-        rows = int(labels.pop("rows", rows))
+        self.record(stage, int(labels.pop("rows", rows)), time.perf_counter() - start, **labels)
+
+    def record(self, stage: str, rows: int, seconds: float, **labels: object) -> None:
+        """One timed stage call: kept for the manifest and logged."""
         entry = {"stage": stage, "rows": rows, "seconds": round(seconds, 3), **labels}
         self.entries.append(entry)
         tags = "".join(f" {k}={v}" for k, v in labels.items())

@@ -1,10 +1,10 @@
 """Context summaries (LLM-written digests of each context) for the summary-indexed methods (summarization,
-sumcontext): prompts, generation and storage.
+sumcontext): their requests, their generation and their storage.
 
 Summaries are a corpus-side step: every context of a corpus is summarised once by the run's generator and the set
 is stored next to the vector indexes (LanceDB, local or s3://), batch by batch as they finish, keyed by the corpus
 fingerprint, the generator's engine and model, the template and its token budget, so any change produces a new set
-instead of stale text.
+instead of stale text. This module takes a corpus, a way to generate and a store; it knows nothing of runs.
 """
 
 from __future__ import annotations
@@ -16,30 +16,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.data.corpus import Corpus
-from t2rag.generation.requests import free_text_requests
-from t2rag.resources import Resources
+from t2rag.generation.base import Generator
+from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.requests import free_text_requests, generation_columns, requests_of
+from t2rag.progress import StageLog
+from t2rag.prompts import Prompts
 from t2rag.retrieval.vector_store import VectorStore
-from t2rag.stages.base import Stage, with_columns
-from t2rag.stages.generate import Generate
 
 #: Contexts summarised per generator call in one process (each call is one progress line).
 CHUNK = 8
 
-
-class ContextSummaryPrompts(Stage):
-    """`text` (a context) -> `messages_json`, `params_json` asking for its summary."""
-
-    name = "context_summary_prompts"
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        prompts = self.resources.prompts
-        messages = [prompts.summarize(t) for t in batch.column("text").to_pylist()]
-        requests = free_text_requests(self.resources.generator_config, messages, prompts.config.summary_max_tokens)
-        return with_columns(batch, requests)
+#: Request rows (`doc`, `text`, `messages_json`, `params_json`) in, generated rows (`doc`, `raw_output`,
+#: `generation_error`, ...) out, batch by batch as they finish.
+GenerateRows = Callable[[pa.Table], Iterable[pa.Table]]
 
 
-def context_summary_key(resources: Resources, corpus: Corpus) -> str:
-    generator, prompts = resources.generator_config, resources.prompts
+class SummariesIncomplete(RuntimeError):
+    """Some summaries of a corpus failed; the stored ones are kept and the next attempt generates the rest."""
+
+
+def summary_key(corpus: Corpus, generator: GeneratorConfig, prompts: Prompts) -> str:
+    """The storage key of a corpus' summaries: any change to what shapes a summary gives a new key."""
     raw = "|".join(
         [
             corpus.fingerprint,
@@ -54,11 +51,13 @@ def context_summary_key(resources: Resources, corpus: Corpus) -> str:
     return f"summaries-{corpus.fingerprint}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
 
 
-class SummariesIncomplete(RuntimeError):
-    """Some summaries of a corpus failed; the stored ones are kept and the next attempt generates the rest."""
+def summary_requests(texts: list[str], generator: GeneratorConfig, prompts: Prompts) -> dict[str, pa.Array]:
+    """`messages_json`, `params_json` asking for the summary of each text."""
+    messages = [prompts.summarize(t) for t in texts]
+    return free_text_requests(generator, messages, prompts.config.summary_max_tokens)
 
 
-def stored_context_summaries(store: VectorStore, key: str) -> dict[str, str]:
+def stored_summaries(store: VectorStore, key: str) -> dict[str, str]:
     """The summaries stored so far under `key`, by context id (a set may be partial: it grows as they finish)."""
     if not store.exists(key):
         return {}
@@ -66,27 +65,37 @@ def stored_context_summaries(store: VectorStore, key: str) -> dict[str, str]:
     return dict(zip(table.column("context_id").to_pylist(), table.column("text").to_pylist(), strict=True))
 
 
-def ensure_context_summaries(
-    resources: Resources, corpus: Corpus, generate: Callable[[pa.Table], Iterable[pa.Table]] | None = None
+def in_chunks(generator: Generator, log: StageLog, corpus_name: str) -> GenerateRows:
+    """Generation in this process, CHUNK contexts per call, one progress line each."""
+
+    def generate(rows: pa.Table) -> Iterator[pa.Table]:
+        for start in range(0, rows.num_rows, CHUNK):
+            part = rows.slice(start, CHUNK)
+            with log.stage("summarize", part.num_rows, done=f"{start + part.num_rows}/{rows.num_rows}",
+                           corpus=corpus_name):  # fmt: skip
+                columns = generation_columns(generator.generate(requests_of(part)))
+            for name, values in columns.items():
+                part = part.append_column(name, values)
+            yield part
+
+    return generate
+
+
+def summarized(
+    corpus: Corpus, generator: GeneratorConfig, prompts: Prompts, store: VectorStore, generate: GenerateRows
 ) -> Corpus:
     """The corpus with every context replaced by its summary; the ones not stored yet are generated and stored as
     each batch finishes, so a fault loses only the batches in flight. Failed generations are not stored: they raise
-    `SummariesIncomplete` after the rest are stored, for the run's next attempt (or rerun) to retry.
-
-    `generate` runs the generation stage over a table of request rows and yields the generated batches as they
-    finish (a Ray job passes its generator service); by default the stage runs in this process, CHUNK contexts per
-    call.
-    """
-    store = VectorStore(resources.config.retrieval.index_uri)
-    key = context_summary_key(resources, corpus)
-    stored = stored_context_summaries(store, key)
+    `SummariesIncomplete` after the rest are stored, for the run's next attempt (or rerun) to retry."""
+    key = summary_key(corpus, generator, prompts)
+    stored = stored_summaries(store, key)
     missing = [i for i, cid in enumerate(corpus.context_ids) if cid not in stored]
     failed = 0
     if missing:
-        texts = list(corpus.texts)
-        rows = ContextSummaryPrompts(resources)(pa.table({"doc": missing, "text": [texts[i] for i in missing]}))
+        texts = [corpus.texts[i] for i in missing]
+        rows = pa.table({"doc": missing, "text": texts, **summary_requests(texts, generator, prompts)})
         ids = corpus.context_ids
-        for part in generate(rows) if generate is not None else _generate_here(resources, rows, corpus):
+        for part in generate(rows):
             ok = pc.is_null(part.column("generation_error"))
             failed += part.num_rows - int(pc.sum(ok).as_py() or 0)
             done = part.filter(ok)
@@ -106,12 +115,3 @@ def ensure_context_summaries(
             "the next attempt generates them"
         )
     return corpus.with_texts([stored[cid] for cid in corpus.context_ids], name=f"{corpus.name}-summaries")
-
-
-def _generate_here(resources: Resources, rows: pa.Table, corpus: Corpus) -> Iterator[pa.Table]:
-    stage = Generate(resources)
-    for start in range(0, rows.num_rows, CHUNK):
-        part = rows.slice(start, CHUNK)
-        done = f"{start + part.num_rows}/{rows.num_rows}"
-        with resources.log.stage("summarize", part.num_rows, done=done, corpus=corpus.name):
-            yield stage(part)

@@ -1,0 +1,106 @@
+"""The stages' declarations (columns read, added with their types, dropped; pool kind) are what the stages really do,
+and the docs, the records schema and Ray's pool kinds agree with them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ray_jobs.placement import KINDS
+from t2rag.config import load_config
+from t2rag.pipeline import records
+from t2rag.pipeline.local import LocalEngine
+from t2rag.pipeline.plan import INPUT_SCHEMA
+from t2rag.pipeline.records import RECORD_SCHEMA
+from t2rag.stages import STAGES, Stage, built
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def declaring(column: str) -> set[str]:
+    return {name for name, stage in STAGES.items() if column in stage.adds.names}
+
+
+def test_every_stage_class_has_its_place_and_its_pool():
+    assert set(Stage.registry) == set(STAGES)
+    assert {name: stage.pool for name, stage in STAGES.items()} == KINDS
+    assert {KINDS[name] for name in ("embed_queries", "embed_passages")} == {"embed"}
+    assert KINDS["generate"] == "generate" and KINDS["read_contexts"] == "light"
+
+
+def test_the_docs_table_is_made_from_the_declarations():
+    made = subprocess.run([sys.executable, "-m", "t2rag.stages"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert (ROOT / "docs" / "stages.md").read_text() == made.stdout, "rerun: python -m t2rag.stages > docs/stages.md"
+
+
+def test_every_record_column_comes_from_the_plan_or_a_stage_that_declares_its_type():
+    for fld in RECORD_SCHEMA:
+        sources = declaring(fld.name)
+        if fld.name in INPUT_SCHEMA.names:
+            assert not sources and INPUT_SCHEMA.field(fld.name).type == fld.type, fld.name
+            continue
+        assert sources, f"no stage declares record column {fld.name}"
+        assert {STAGES[s].adds.field(fld.name).type for s in sources} == {fld.type}, fld.name
+
+
+def test_the_records_docs_name_the_declaring_stages_and_types():
+    rows = re.findall(r"^\| ([a-z_, ]+) \| ([^|]+) \| ([a-z_, ]+) \| [^|]+ \|$", records.__doc__, re.M)
+    documented = set()
+    for names, dtype, stages in rows[1:]:  # the header row first
+        for name in names.split(", "):
+            documented.add(name)
+            assert str(RECORD_SCHEMA.field(name).type).replace("item: ", "").replace("double", "float64") == dtype
+            expected = {"plan"} if name in INPUT_SCHEMA.names else declaring(name)
+            assert set(stages.split(", ")) == expected, name
+    assert documented == set(RECORD_SCHEMA.names)
+
+
+def checked_chain(resources, names: tuple[str, ...], batch: pa.Table) -> pa.Table:
+    """Each stage on the batch, checked against its declaration: what it needs is there, what it adds has the
+    declared type, nothing else appears, and what it drops is gone."""
+    for name, stage in built(resources, names):
+        assert set(stage.reads) <= set(batch.column_names), (name, stage.reads, batch.column_names)
+        before = set(batch.column_names)
+        batch = stage(batch)
+        added = set(batch.column_names) - before
+        assert added <= set(stage.adds.names), (name, added)
+        for column in set(stage.adds.names) & set(batch.column_names):
+            assert batch.schema.field(column).type == stage.adds.field(column).type, (name, column)
+        assert not set(stage.drops) & set(batch.column_names), name
+    return batch
+
+
+@pytest.mark.llm
+def test_each_stage_adds_what_it_declares_on_every_chain(tiny_data, minilm_reranker, short_system_prompt, tmp_path):
+    """Every chain of the planned work (retrieval only, reranking, HyDE, oracle and pretrained answers) on real
+    rows, with SmolLM2 generating, each stage checked against its declaration."""
+    config = load_config(
+        None,
+        {
+            "data": {"source": tiny_data, "subsets": ["FinQA"]},
+            "methods": ["pretrained_only", "oracle", "bm25", "reranker", "hyde"],
+            "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24}},
+            "retrieval": {"reranker": minilm_reranker},
+            "prompts": {"max_context_chars": 300, "hyde_max_tokens": 24, "answer_system": short_system_prompt},
+            "limit": 1,
+            "out": str(tmp_path / "run"),
+        },
+    )
+    engine = LocalEngine(config)
+    chains = set()
+    for group in engine.plan(set()):
+        rows = checked_chain(engine.resources, group.stages, group.rows.slice(0, 1))
+        if "parse_answers" in group.stages:  # an answered row has every record column its chain can fill
+            unfilled = set() if "retrieve" in group.stages else {"context_ids", "scores", "gold_rank"}
+            assert set(RECORD_SCHEMA.names) - set(rows.column_names) == unfilled, group.stages
+        chains.add(group.stages)
+    every = {name for chain in chains for name in chain}
+    assert every >= set(STAGES) - {"tokenize_queries", "tokenize_passages", "embed_passages"}
+    texts = pa.table({"text": engine.resources.corpus("FinQA").texts[:2]})
+    checked_chain(engine.resources, ("tokenize_passages", "embed_passages"), texts)
+    checked_chain(engine.resources, ("tokenize_queries", "embed_queries"), group.rows.slice(0, 1))
