@@ -67,11 +67,11 @@ from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
 from t2rag.generation.base import REJECTED, ChatRequest, SamplingParams, is_rejected
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.requests import REQUEST_COLUMNS, request_row
+from t2rag.generation.requests import REQUEST_COLUMNS, request_columns, request_row
 from t2rag.methods import METHODS, PROMPTING, Method
 from t2rag.resources import Resources
 from t2rag.stages import built
-from t2rag.stages.base import run_chain
+from t2rag.stages.base import run_chain, with_columns
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -204,9 +204,7 @@ class Prepared:
             "stop": body.stops(),
         }
         request = ChatRequest(tuple(messages), params.model_copy(update=changes))
-        batch = self.batch.drop_columns(list(REQUEST_COLUMNS))
-        for name, value in request_row(request).items():
-            batch = batch.append_column(name, pa.array([value], pa.string()))
+        batch = with_columns(self.batch, request_columns([request]))
         return Prepared(self.method, self.corpus, batch, self.contexts, self.seconds, self.started, self.retrieved)
 
 
@@ -530,11 +528,7 @@ class RAGIngress:
 
     def _parsed(self, prepared: Prepared, generation: dict[str, Any]) -> dict[str, Any]:
         """`parse_answers` on the prepared row with its generation: the record of the question."""
-        batch = prepared.batch
-        for name, value in generation.items():
-            if name in batch.column_names:
-                batch = batch.drop_columns([name])
-            batch = batch.append_column(name, pa.array([value]))
+        batch = with_columns(prepared.batch, {name: pa.array([value]) for name, value in generation.items()})
         return run_chain(self.parsing, batch.append_column("reference", pa.nulls(1, pa.float64()))).to_pylist()[0]
 
     @staticmethod

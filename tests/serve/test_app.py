@@ -10,7 +10,6 @@ running, one queued at the proxy); `late` has one that never finishes starting.
 from __future__ import annotations
 
 import math
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from tests.serve import serve_on_loopback
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -107,7 +106,6 @@ def _wait_until_live(url: str, timeout_s: float) -> None:
 @pytest.fixture(scope="module")
 def served(settings, questions) -> Iterator[dict]:
     """Both apps on a free loopback port, plus the in-process rankings (computed while the replicas start)."""
-    import ray
     from ray import serve
 
     from serve.app import compose
@@ -115,11 +113,7 @@ def served(settings, questions) -> Iterator[dict]:
 
     from .faults import NeverReadyGenerator, StalledGenerator
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=4, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
-    try:
-        port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+    with serve_on_loopback() as url:
         stalled = ServeSettings(
             data=settings.data,
             subsets=[SUBSET],
@@ -139,11 +133,8 @@ def served(settings, questions) -> Iterator[dict]:
         )
         rankings = _in_process_rankings(settings, questions)
         _wait_until_running(["rag", "slow"], timeout_s=300)
-        _wait_until_live(f"http://127.0.0.1:{port}{LATE}", timeout_s=120)
-        yield {"url": f"http://127.0.0.1:{port}", "reference": rankings}
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+        _wait_until_live(f"{url}{LATE}", timeout_s=120)
+        yield {"url": url, "reference": rankings}
 
 
 @pytest.fixture(scope="module")

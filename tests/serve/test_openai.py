@@ -6,7 +6,6 @@ SmolLM2-135M (llama.cpp) as the generator, behind an API key.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
@@ -14,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import free_port
+from tests.serve import serve_on_loopback
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -24,7 +23,6 @@ KEY = "test-key-of-the-served-rag"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, short_system_prompt) -> Iterator[dict]:
-    import ray
     from pydantic import SecretStr
     from ray import serve
 
@@ -43,17 +41,10 @@ def served(tmp_path_factory, short_system_prompt) -> Iterator[dict]:
         generation_timeout_s=120,
         api_key=SecretStr(KEY),
     )
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=4, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
-    try:
-        port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+    with serve_on_loopback() as url:
         serve.run(compose(settings), name="rag", route_prefix="/")
         rows = load_questions(data, [SUBSET]).scored().slice(0, 3).to_pylist()
-        yield {"url": f"http://127.0.0.1:{port}", "questions": rows, "settings": settings}
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+        yield {"url": url, "questions": rows, "settings": settings}
 
 
 @pytest.fixture(scope="module")
