@@ -262,8 +262,9 @@ def _pool_times(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Ra
     if pool.role == "generator":
         scale = pool.actors * (pool.gpus if rate.device == "gpu" else 1.0)  # GPU rates are per GPU of a replica
         out, load = [], rate.load_s
-        for label, g in (("summaries", workload.total("summaries")),
-                         ("HyDE and answers", workload.total("hyde") + workload.total("answers"))):  # fmt: skip
+        hyde = workload.total("hyde")
+        evaluated = ("HyDE and answers" if hyde.prompts else "answers", hyde + workload.total("answers"))
+        for label, g in (("summaries", workload.total("summaries")), evaluated):
             if g.prompts:
                 seconds = g.prompt_tokens / rate.prompt_tokens_per_s + g.output_tokens / rate.output_tokens_per_s
                 note = f"{label}: {g.prompts:,} prompts, {g.prompt_tokens:,} prompt + {g.output_tokens:,} output tokens"
