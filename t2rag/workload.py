@@ -111,10 +111,12 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
                 chars = n * hyde_overhead + question_chars
                 cell["hyde"] += Generation(n, tokens(chars), n * prompts.config.hyde_max_tokens)
             if answering:
-                read = {"none": 0.0, "gold": clipped[subset], "retrieved_context": k * clipped[subset],
-                        "retrieved_summary": k * summary_chars}[method.reads]  # fmt: skip
-                # Contexts enter the prompt by characters only: k stand-ins of the mean length.
-                contexts = [] if method.reads == "none" else ["x" * round(read)]
+                count, each = {"none": (0, 0.0), "gold": (1, clipped[subset]),
+                               "retrieved_context": (k, clipped[subset]),
+                               "retrieved_summary": (k, summary_chars)}[method.reads]  # fmt: skip
+                # Contexts enter the prompt by characters only: stand-ins of the mean length, each clipped as a
+                # real one is.
+                contexts = ["x" * round(each)] * count
                 chars = n * _chars(prompts.answer("", contexts)) + question_chars
                 cell["answers"] += Generation(n, tokens(chars), n * answer_tokens)
     methods = [

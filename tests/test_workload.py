@@ -64,3 +64,22 @@ def test_tokens_are_the_real_prompts_characters_over_the_ratio(measured):
                 assert estimated == pytest.approx(chars / ratio, rel=0.2)
             checked += 1
     assert checked == 2
+
+
+def test_retrieved_prompts_count_each_of_their_k_contexts(measured):
+    """Base-RAG's prompts read k contexts, each clipped on its own: the estimate is within 20% of real prompts
+    built from k real contexts of the corpus per question (the gold one and the next k - 1 in corpus order)."""
+    config, resources, work, workload = measured
+    prompts, ratio, k = resources.prompts, config.estimate.chars_per_token, config.retrieval.k
+    corpus = resources.corpus("FinQA")
+    texts = corpus.texts
+    group = next(g for g in work if g.stages[-1] == "parse_answers" and "base" in g.rows.column("method").to_pylist())
+    rows = group.rows.filter(pc.and_(pc.equal(group.rows.column("method"), "base"),
+                                     pc.equal(group.rows.column("subset"), "FinQA")))  # fmt: skip
+    chars = 0
+    for question, gold in zip(rows.column("question").to_pylist(), rows.column("context_id").to_pylist(), strict=True):
+        first = corpus.positions[gold]
+        contexts = [texts[(first + i) % len(texts)] for i in range(k)]
+        chars += sum(len(m["content"]) for m in prompts.answer(question, contexts))
+    assert rows.num_rows == 5
+    assert _cell(workload, "base", "FinQA").answers.prompt_tokens == pytest.approx(chars / ratio, rel=0.2)
