@@ -1,12 +1,14 @@
-"""Generation throughput of vLLM in a replica of the run's generator service (a Ray actor holding the in-process
-engine, ray_jobs.generator_service) against the same engine driven directly (`vllm.LLM.chat`), on the same real
-answer prompts, measured in one run. Run it in the vLLM environment:
+"""Generation throughput of vLLM through the run's generator path (a replica of the generator service, a Ray actor
+holding the in-process engine, fed batch by batch as `ray_jobs.generator_service` feeds it) against the same engine
+given every prompt at once (`vllm.LLM.chat`), on the oracle's real answer prompts over FinQA dev contexts with
+several questions each, measured in one run. Run it in the vLLM environment:
 
-    make vllm && T2RAG_MODELS=.venv-vllm/models .venv-vllm/bin/python bench/vllm_throughput.py [--questions 32]
+    make vllm && T2RAG_MODELS=.venv-vllm/models .venv-vllm/bin/python bench/vllm_throughput.py [--contexts 4]
 
-Both paths start an engine, so each is timed on N and on 2N other prompts and the steady-state rate is the marginal one:
-N / (T(2N) - T(N)), after each path has started its engine. Prompt and output
-tokens/s are reported for the 2N run; the ratio Ray/direct is the figure to compare.
+Three engines, each started before its clock starts, prefix caching on in all: `direct` (all prompts in data order in
+one call), `service, reuse off` (`prefix_reuse: false`: batches of `batch_size` in data order) and `service, reuse
+on` (the rows in the plan's order, by gold context; each batch sorted by prefix). Prompt tokens/s count every
+prompt token, computed or reused, so reuse shows as a higher rate; the ratios to `direct` are the figures.
 """
 
 from __future__ import annotations
@@ -15,31 +17,33 @@ import argparse
 import gc
 import json
 import os
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def answer_requests(n: int, max_tokens: int):
-    """Answer prompts for the first n scorable questions, each with its gold context (the oracle method)."""
-    from t2rag.data import build_corpora, load_questions
+def answer_requests(contexts: int, max_tokens: int, context_chars: int):
+    """The oracle's answer prompts for every question of the first `contexts` shared FinQA dev contexts, in data
+    order, with each question's gold context id."""
+    import pyarrow.parquet as pq
+
+    from bench.prefix_reuse import shared_context_layout
     from t2rag.generation.base import ChatRequest, SamplingParams
     from t2rag.prompts import PromptConfig, Prompts
 
-    questions = load_questions(None)
-    corpora = build_corpora(questions)
-    rows = questions.scored().slice(0, n).to_pylist()
-    prompts = Prompts(PromptConfig(max_context_chars=1500))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = shared_context_layout(Path(tmp), contexts)
+        rows = pq.read_table(next(root.rglob("*.parquet"))).to_pylist()
+    prompts = Prompts(PromptConfig(max_context_chars=context_chars))
     params = SamplingParams(max_tokens=max_tokens)  # greedy, unconstrained: the engine's own speed
-    requests = []
-    for row in rows:
-        corpus = corpora[row["subset"]]
-        text = corpus.texts[corpus.positions[row["context_id"]]]
-        requests.append(ChatRequest(prompts.answer(row["question"], [text]), params))
-    return requests
+    return [(ChatRequest(prompts.answer(r["question"], [r["context"]]), params), r["context_id"]) for r in rows]
 
 
-def direct(requests, config) -> dict[str, float]:
+def direct(requests, config) -> dict:
     import vllm
 
     from t2rag.generation.vllm_engine import model_source, sampling_dict, vllm_engine_kwargs
@@ -47,82 +51,90 @@ def direct(requests, config) -> dict[str, float]:
     os.environ.update(config.engine_env)
     llm = vllm.LLM(model=model_source(config), **vllm_engine_kwargs(config))
     params = vllm.SamplingParams(**sampling_dict(requests[0].params, constrained_json=False))
-    timings = {}
-    for count, part in _parts(requests):
-        started = time.perf_counter()
-        outputs = llm.chat([list(r.messages) for r in part], params, use_tqdm=False)
-        timings[count] = time.perf_counter() - started
-    tokens_in = sum(len(o.prompt_token_ids) for o in outputs)
-    tokens_out = sum(len(o.outputs[0].token_ids) for o in outputs)
+    started = time.perf_counter()
+    outputs = llm.chat([list(r.messages) for r in requests], params, use_tqdm=False)
+    seconds = time.perf_counter() - started
+    figures = _figures(
+        seconds,
+        sum(len(o.prompt_token_ids) for o in outputs),
+        sum(o.num_cached_tokens or 0 for o in outputs),
+        sum(len(o.outputs[0].token_ids) for o in outputs),
+    )
     del llm
     gc.collect()
-    return _figures(timings, tokens_in, tokens_out)
+    return figures
 
 
-def through_ray(requests, config) -> dict[str, float]:
+def through_service(requests, config, seed: int) -> dict:
+    """The requests through one replica of the generator service, `batch_size` rows a call, as given."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import ray
 
     from ray_jobs.generator_service import GeneratorService
     from t2rag.config import RunConfig
     from t2rag.generation.requests import request_columns
 
+    # A seed of its own: the replica's generation cache must not answer from another path's run (greedy decoding
+    # ignores it).
+    config = config.model_copy(update={"sampling": config.sampling.model_copy(update={"seed": seed})})
+    requests = [type(r)(r.messages, config.sampling.model_copy(update={"max_tokens": r.params.max_tokens}))
+                for r in requests]  # fmt: skip
     service = GeneratorService(RunConfig(generator=config, methods=["oracle"]))
     (replica,) = service.replicas
     ray.get(replica.pending.remote())  # waits for the actor to start and load the engine, as `direct` does first
-    timings = {}
-    for count, part in _parts(requests):
-        batch = pa.table(request_columns(part))
-        started = time.perf_counter()
-        out = ray.get(replica.generate.remote(batch))
-        timings[count] = time.perf_counter() - started
-        errors = [e for e in out.column("generation_error").to_pylist() if e]
-        assert not errors, errors[:3]
+    outputs = []
+    started = time.perf_counter()
+    for start in range(0, len(requests), config.batch_size):
+        outputs.append(
+            ray.get(replica.generate.remote(pa.table(request_columns(requests[start:][: config.batch_size]))))
+        )
+    seconds = time.perf_counter() - started
     service.stop()
-    tokens_in = sum(out.column("prompt_tokens").to_pylist())
-    tokens_out = sum(out.column("completion_tokens").to_pylist())
-    return _figures(timings, tokens_in, tokens_out)
+    out = pa.concat_tables(outputs)
+    errors = [e for e in out.column("generation_error").to_pylist() if e]
+    assert not errors, errors[:3]
+    total = lambda name: int(pc.sum(out.column(name)).as_py() or 0)  # noqa: E731
+    return _figures(seconds, total("prompt_tokens"), total("cached_prompt_tokens"), total("completion_tokens"))
 
 
-def _parts(requests):
-    """N prompts, then 2N others: the replica caches generations, so the large run must not repeat the small."""
-    n = len(requests) // 3
-    return [(n, requests[:n]), (2 * n, requests[n : 3 * n])]
-
-
-def _figures(timings: dict[int, float], tokens_in: int, tokens_out: int) -> dict[str, float]:
-    small, large = sorted(timings)
-    marginal = timings[large] - timings[small]
+def _figures(seconds: float, prompt: int, cached: int, output: int) -> dict:
     return {
-        "seconds_small": round(timings[small], 2),
-        "seconds_large": round(timings[large], 2),
-        "steady_prompts_per_s": round((large - small) / marginal, 3),
-        "prompt_tokens_per_s": round(tokens_in / timings[large], 1),
-        "output_tokens_per_s": round(tokens_out / timings[large], 1),
-        "prompt_tokens": tokens_in,
-        "output_tokens": tokens_out,
+        "seconds": round(seconds, 2),
+        "prompt_tokens_per_s": round(prompt / seconds, 1),
+        "output_tokens_per_s": round(output / seconds, 1),
+        "prompt_tokens": prompt,
+        "cached_share": round(cached / prompt, 4) if prompt else None,
+        "output_tokens": output,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=32, help="2N prompts in the large run (N in the small)")
-    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--contexts", type=int, default=4, help="shared FinQA dev contexts (all their questions)")
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--context-chars", type=int, default=1500, help="each context clipped to this many")
     parser.add_argument("--preset", default="vllm-cpu-smollm2")
     args = parser.parse_args()
 
     from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
     from t2rag.generation.config import PRESETS
 
-    config = PRESETS[args.preset]
-    requests = answer_requests(3 * args.questions // 2, args.max_tokens)
-    result = {"direct": direct(requests, config)}
+    config = PRESETS[args.preset].model_copy(update={"enable_prefix_caching": True})
+    rows = answer_requests(args.contexts, args.max_tokens, args.context_chars)
+    in_data_order = [r for r, _ in rows]
+    by_context = [r for r, _ in sorted(rows, key=lambda row: row[1])]  # the plan's order with prefix reuse
+    result = {"prompts": len(rows), "contexts": args.contexts, "direct": direct(in_data_order, config)}
+    os.environ["T2RAG_CACHE"] = tempfile.mkdtemp()  # the replicas' generation cache starts empty
     start_local_cluster(num_cpus=12, num_gpus=1, log_to_driver=False)  # as `t2rag eval --engine ray` starts one
-    result["ray"] = through_ray(requests, config)
+    off = config.model_copy(update={"prefix_reuse": False})
+    result["service_reuse_off"] = through_service(in_data_order, off, seed=1)
+    result["service_reuse_on"] = through_service(by_context, config, seed=2)
     stop_local_cluster()
-    result["ratio_ray_over_direct"] = round(
-        result["ray"]["steady_prompts_per_s"] / result["direct"]["steady_prompts_per_s"], 3
-    )
+    rate = {k: result[k]["prompt_tokens_per_s"] for k in ("direct", "service_reuse_off", "service_reuse_on")}
+    result["reuse_off_over_direct"] = round(rate["service_reuse_off"] / rate["direct"], 3)
+    result["reuse_on_over_direct"] = round(rate["service_reuse_on"] / rate["direct"], 3)
+    result["reuse_on_over_off"] = round(rate["service_reuse_on"] / rate["service_reuse_off"], 3)
     print(json.dumps(result, indent=2))
 
 

@@ -26,13 +26,13 @@ import time
 from ray_jobs.build_index import build_indexes
 from ray_jobs.common import count_loads_on_meter, log_stage_lines, ray_session, read_meter, stage_meter
 from ray_jobs.generator_service import GeneratorService
-from ray_jobs.placement import place, place_together, split_chain, union
+from ray_jobs.placement import place, place_together, union
 from ray_jobs.preflight import require_fit
 from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
 from t2rag.errors import T2RagError, one_line
 from t2rag.methods import ANSWER_TAIL
-from t2rag.pipeline.plan import WorkGroup, plan_work
+from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
 from t2rag.pipeline.records import RECORDS_DIR, to_answer_inputs, to_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import StageLog

@@ -5,6 +5,11 @@ light Ray Data stage (`ServiceClient`, no CPU, no model) to the same replicas, s
 replica instead of once per phase, corpus or processor. A replica holds the run's `Generator` (vLLM in process,
 llama.cpp, or an HTTP client) behind the one `Generate` stage every engine uses.
 
+Routing: with `generator.prefix_reuse`, a client sends each row to the replica its prompt's leading part
+(`t2rag.generation.prefix.route_key`: the system prompt and the first context) hashes to (rendezvous hashing), so
+prompts that share that prefix meet the engine that already computed it; a replica more than `IMBALANCE` batches
+busier than the least busy one is passed over for it. Without, each batch goes to the least busy replica.
+
 Faults: replicas restart when they or their node die (`max_restarts=-1`, on a fresh node when the old one is
 gone, in their placement group for tensor parallelism). A client retries a batch on another replica when a replica
 dies, and treats a replica that gives no answer within `ray.engine_timeout_s` as hung: it is killed (and so
@@ -14,17 +19,24 @@ marked failed (`generation_error`), which the run retries on its next attempt.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.generation.prefix import route_keys
 from t2rag.generation.requests import GENERATION_COLUMNS
 
 log = logging.getLogger("t2rag.progress")
+
+#: Batches a replica may hold beyond the least busy one and still get the prompts whose prefix it holds.
+IMBALANCE = 4
 
 
 @dataclass(frozen=True)
@@ -65,10 +77,15 @@ class GeneratorReplica:
         self.stage = Generate(resources)
         self.lock = threading.Lock()  # an engine runs one batch at a time; others wait here
         self.waiting = 0
+        self.served = Counter()  # rows served per route key (the prompts' leading parts)
 
     def pending(self) -> int:
         """Batches this replica holds (running and queued)."""
         return self.waiting
+
+    def served_routes(self) -> dict[str, int]:
+        """Rows this replica generated, per route key of their prompts (`t2rag.generation.prefix.route_key`)."""
+        return dict(self.served)
 
     def where(self) -> dict:
         """The node and process this replica runs in (for operators, and for tests that take a node away)."""
@@ -87,6 +104,7 @@ class GeneratorReplica:
                 start = time.perf_counter()
                 out = self.stage(batch)
                 report("generate", batch.num_rows, time.perf_counter() - start)
+                self.served.update(route_keys(batch.column("messages_json").to_pylist()))
                 return out
         finally:
             self.waiting -= 1
@@ -157,15 +175,57 @@ class GeneratorService:
 
 
 class ServiceClient:
-    """A Ray Data stage that sends each batch of request rows to the least busy live replica and returns the
-    rows with the generation columns; it holds no model (and no CPU)."""
+    """A Ray Data stage that sends request rows to the replicas and returns them with the generation columns; it
+    holds no model (and no CPU). With `by_prefix`, rows go to their prefix's replica (the batch split among
+    replicas, sent at once); otherwise, and for every retry, the batch goes to the least busy live replica."""
 
-    def __init__(self, replicas: list, timeout_s: float, attempts: int):
+    def __init__(self, replicas: list, timeout_s: float, attempts: int, by_prefix: bool = False):
         self.replicas = replicas
         self.timeout_s = timeout_s
         self.attempts = attempts
+        self.by_prefix = by_prefix
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        if not self.by_prefix or len(self.replicas) < 2 or batch.num_rows == 0:
+            return self._send(batch)
+        return self._by_prefix(batch)
+
+    def _by_prefix(self, batch: pa.Table) -> pa.Table:
+        """Each row to its route's replica (all parts at once); a part whose replica fails goes the usual way."""
+        import ray
+        from ray.exceptions import GetTimeoutError
+
+        loads = self._loads()
+        least = min(loads.values(), default=0)
+        rows: dict[int, list[int]] = {}
+        for i, key in enumerate(route_keys(batch.column("messages_json").to_pylist())):
+            rows.setdefault(self._replica_for(key, loads, least), []).append(i)
+        parts = {r: batch.take(pa.array(positions)) for r, positions in rows.items()}
+        sent = {r: self.replicas[r].generate.remote(part) for r, part in parts.items()}
+        done = []
+        for r, ref in sent.items():
+            try:
+                done.append(ray.get(ref, timeout=self.timeout_s))
+            except Exception as exc:  # lost, restarting or hung: the part goes to the least busy replica
+                log.warning("generate: replica %d failed %d rows (%s); sending them elsewhere", r,
+                            parts[r].num_rows, type(exc).__name__)  # fmt: skip
+                if isinstance(exc, GetTimeoutError):
+                    ray.kill(self.replicas[r], no_restart=False)  # hung: restarted, as `_send` does
+                done.append(self._send(parts[r]))
+        order = pa.array([i for positions in rows.values() for i in positions])
+        return pa.concat_tables(done).take(pc.sort_indices(order))
+
+    def _replica_for(self, key: str, loads: dict[int, int], least: int) -> int:
+        """The replica a route key hashes to (highest rendezvous score among live replicas), unless it is more
+        than IMBALANCE batches busier than the least busy one, which then takes the row."""
+        live = list(loads) or list(range(len(self.replicas)))
+        chosen = max(live, key=lambda r: hashlib.sha256(f"{key}/{r}".encode()).digest())
+        if loads and loads[chosen] - least > IMBALANCE:
+            return min(loads, key=loads.get)
+        return chosen
+
+    def _send(self, batch: pa.Table) -> pa.Table:
+        """The batch to the least busy live replica, retried on another when one dies or hangs."""
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
@@ -197,6 +257,11 @@ class ServiceClient:
             time.sleep(2.0)
 
     def _least_busy(self):
+        loads = self._loads()
+        return self.replicas[min(loads, key=loads.get)] if loads else None
+
+    def _loads(self) -> dict[int, int]:
+        """Batches each live replica holds, by replica index (dead or restarting replicas are left out)."""
         import ray
 
         probes = {i: r.pending.remote() for i, r in enumerate(self.replicas)}
@@ -208,7 +273,7 @@ class ServiceClient:
                     loads[i] = ray.get(ref)
                 except Exception:  # a dead or restarting replica
                     continue
-        return self.replicas[min(loads, key=loads.get)] if loads else None
+        return loads
 
 
 def _failed(batch: pa.Table, error: str) -> pa.Table:
@@ -236,6 +301,7 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
             "replicas": service.replicas,
             "timeout_s": config.ray.engine_timeout_s,
             "attempts": config.ray.generate_attempts,
+            "by_prefix": g.prefix_reuse,
         },
         compute=ray.data.ActorPoolStrategy(size=2 * len(service.replicas)),
         num_cpus=0,

@@ -24,7 +24,6 @@ import pyarrow as pa
 from ray_jobs.common import count_loads_on_meter, report, use_held_cpus
 from ray_jobs.table_blocks import input_tasks
 from t2rag.config import RunConfig
-from t2rag.methods import ANSWER_TAIL
 from t2rag.resources import Resources
 from t2rag.stages import STAGES, built
 from t2rag.stages.base import groups, run_chain
@@ -151,16 +150,6 @@ def merged_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     if any(list(c) != sorted(set(c), key=ORDER.__getitem__) for c in chains):
         return None
     return tuple(sorted({s for c in chains for s in c}, key=ORDER.__getitem__))
-
-
-def split_chain(stages: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
-    """A group's stages as (its own placement, the part placed together with other groups, whether it answers):
-    its own placement runs up to its last generation before the answering tail (HyDE's query)."""
-    answers = stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL
-    chain = stages[: -len(ANSWER_TAIL)] if answers else stages
-    generations = [i for i, name in enumerate(chain) if name == "generate"]
-    cut = generations[-1] + 1 if generations else 0
-    return chain[:cut], chain[cut:], answers
 
 
 def shared_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:

@@ -12,10 +12,10 @@ import math
 from dataclasses import asdict, dataclass
 
 from ray_jobs.generator_service import replica_shape
-from ray_jobs.placement import KINDS, Step, shared_chain, split_chain, steps, with_cpu_tokenizing
+from ray_jobs.placement import KINDS, Step, shared_chain, steps, with_cpu_tokenizing
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL, get_method
-from t2rag.pipeline.plan import WorkGroup
+from t2rag.pipeline.plan import WorkGroup, split_chain
 
 
 @dataclass(frozen=True)

@@ -266,8 +266,9 @@ def _pool_times(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Ra
         evaluated = ("HyDE and answers" if hyde.prompts else "answers", hyde + workload.total("answers"))
         for label, g in (("summaries", workload.total("summaries")), evaluated):
             if g.prompts:
-                seconds = g.prompt_tokens / rate.prompt_tokens_per_s + g.output_tokens / rate.output_tokens_per_s
-                note = f"{label}: {g.prompts:,} prompts, {g.prompt_tokens:,} prompt + {g.output_tokens:,} output tokens"
+                seconds = g.to_compute / rate.prompt_tokens_per_s + g.output_tokens / rate.output_tokens_per_s
+                note = (f"{label}: {g.prompts:,} prompts, {g.prompt_tokens:,} prompt tokens ({g.to_compute:,} to "
+                        f"compute) + {g.output_tokens:,} output tokens")  # fmt: skip
                 out.append(PoolTime(pool, seconds / scale + load, note))
                 load = 0.0
         return out
@@ -296,13 +297,15 @@ def render(plan: RunPlan) -> str:
             f"- {name}: {', '.join(d['splits']) or '?'}; {d['questions']:,} questions, {d['contexts']:,} contexts"
         )
     rows = [
-        [m.method, m.subset, m.retrievals, m.dense_queries, m.reranked_pairs, m.hyde.prompts + m.answers.prompts,
-         m.hyde.prompt_tokens + m.answers.prompt_tokens, m.hyde.output_tokens + m.answers.output_tokens]
+        [m.method, m.subset, m.retrievals, m.dense_queries, m.reranked_pairs, g.prompts, g.prompt_tokens,
+         g.to_compute, g.output_tokens]
         for m in w.methods
+        for g in [m.hyde + m.answers]
     ]  # fmt: skip
     for corpus, g in w.summaries.items():
-        rows.append(["(context summaries)", corpus, 0, 0, 0, g.prompts, g.prompt_tokens, g.output_tokens])
-    header = ["method", "subset", "ranked", "embedded", "reranked pairs", "prompts", "prompt tokens", "output tokens"]
+        rows.append(["(context summaries)", corpus, 0, 0, 0, g.prompts, g.prompt_tokens, g.to_compute, g.output_tokens])
+    header = ["method", "subset", "ranked", "embedded", "reranked pairs", "prompts", "prompt tokens",
+              "to compute", "output tokens"]  # fmt: skip
     lines += ["", f"Work (tokens estimated at {w.chars_per_token:g} characters per token):", "",
               markdown_table(header, rows)]  # fmt: skip
     if w.passages:
@@ -322,7 +325,13 @@ def render(plan: RunPlan) -> str:
     refusal = plan.refusal
     lines.append(f"Fits: {'yes' if refusal is None else 'NO: ' + refusal}")
     e = plan.estimate
-    lines += ["", "Estimate (no prefix-cache reuse assumed, so prefill is an upper bound):"]
+    answers = w.total("hyde") + w.total("answers") + w.total("summaries")
+    reuse = plan.config.generator is not None and plan.config.generator.prefix_reuse
+    basis = ("prompts that share a prefix run together (generator.prefix_reuse): the system prompt once per"
+             " replica, each leading context once per gold context" if reuse else
+             "generator.prefix_reuse is off: every prompt token computed")  # fmt: skip
+    lines += ["", f"Prompt tokens: {answers.prompt_tokens:,} in total, {answers.to_compute:,} to compute ({basis}).",
+              "", "Estimate (prefill from the tokens to compute):"]  # fmt: skip
     for t in e.pools:
         if t.pool.model:
             took = "unknown" if t.seconds is None else _duration(t.seconds)

@@ -155,9 +155,14 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
 
-def usage(generation: dict[str, Any]) -> dict[str, int]:
+def usage(generation: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's usage object; `prompt_tokens_details.cached_tokens` where the engine reported its reuse."""
     prompt, completion = generation.get("prompt_tokens") or 0, generation.get("completion_tokens") or 0
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
+    out["total_tokens"] = prompt + completion
+    if generation.get("cached_prompt_tokens") is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": generation["cached_prompt_tokens"]}
+    return out
 
 
 def finish_reason(generation: dict[str, Any]) -> str:

@@ -21,9 +21,9 @@ import pyarrow.compute as pc
 from t2rag.errors import InputError
 from t2rag.methods import PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL
+from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL, ordered_subsets
 from t2rag.pipeline.manifest import read_json
-from t2rag.pipeline.records import read_records, summarize_records
+from t2rag.pipeline.records import generation_usage, read_records, summarize_records
 from t2rag.plots import plot_number_match, plot_rank_curves
 from t2rag.reference import (
     TABLE4_METRICS,
@@ -173,6 +173,7 @@ def ablation_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[obj
 def generation_table(records: pa.Table) -> tuple[list[str], list[list[object]]]:
     header = [
         "method",
+        "subset",
         "generated",
         "JSON parsed %",
         "formula evaluable %",
@@ -183,17 +184,25 @@ def generation_table(records: pa.Table) -> tuple[list[str], list[list[object]]]:
         "prompt tokens (mean)",
         "completion tokens (mean)",
         "seconds (mean)",
+        "prompt tokens",
+        "cached prompt tokens",
+        "cached %",
     ]
     rows = []
     generated = records.filter(pc.is_valid(records.column("raw_output")))
-    for method in _ordered(list(dict.fromkeys(generated.column("method").to_pylist()))):
+    usage = generation_usage(generated)
+    for method, subset in _method_subsets(generated):
         part = generated.filter(pc.equal(generated.column("method"), method))
+        if subset != "all":
+            part = part.filter(pc.equal(part.column("subset"), subset))
         n = part.num_rows
         source = part.column("prediction_source").to_pylist()
-
+        cells = usage.get(method, {})
+        tokens = cells.get("all", {}) if subset == "all" else cells.get("subsets", {}).get(subset, {})
         rows.append(
             [
                 method,
+                subset,
                 n,
                 _pct(part.column("json_ok").to_pylist()),
                 _pct(part.column("formula_ok").to_pylist()),
@@ -204,9 +213,22 @@ def generation_table(records: pa.Table) -> tuple[list[str], list[list[object]]]:
                 _mean(part, "prompt_tokens"),
                 _mean(part, "completion_tokens"),
                 _mean(part, "generation_s"),
+                tokens.get("prompt_tokens"),
+                tokens.get("cached_prompt_tokens"),
+                tokens.get("cached_share"),
             ]
         )
     return header, rows
+
+
+def _method_subsets(generated: pa.Table) -> list[tuple[str, str]]:
+    """(method, subset) for every subset a method generated on, then (method, "all") when it has several."""
+    out = []
+    for method in _ordered(list(dict.fromkeys(generated.column("method").to_pylist()))):
+        part = generated.filter(pc.equal(generated.column("method"), method))
+        subsets = ordered_subsets(pc.unique(part.column("subset")).to_pylist())
+        out += [(method, s) for s in subsets] + ([(method, "all")] if len(subsets) > 1 else [])
+    return out
 
 
 def _pct(flags: list) -> float:

@@ -106,7 +106,8 @@ class Resources:
         """The corpus with every context replaced by its generated summary; the ones not stored yet are generated
         by `generate` (a Ray job passes its generator service), by default in this process."""
         if corpus.fingerprint not in self._summaries:
-            generate = generate or in_chunks(self.generator, self.log, corpus.name)
+            reuse = self.generator_config.prefix_reuse
+            generate = generate or in_chunks(self.generator, self.log, corpus.name, reuse)
             store = VectorStore(self.config.retrieval.index_uri)
             self._summaries[corpus.fingerprint] = summarized(
                 corpus, self.generator_config, self.prompts, store, generate

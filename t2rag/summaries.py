@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from t2rag.data.corpus import Corpus
 from t2rag.generation.base import Generator
 from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.prefix import generate_shared
 from t2rag.generation.requests import free_text_requests, generation_columns, requests_of
 from t2rag.progress import StageLog
 from t2rag.prompts import Prompts
@@ -65,15 +66,15 @@ def stored_summaries(store: VectorStore, key: str) -> dict[str, str]:
     return dict(zip(table.column("context_id").to_pylist(), table.column("text").to_pylist(), strict=True))
 
 
-def in_chunks(generator: Generator, log: StageLog, corpus_name: str) -> GenerateRows:
-    """Generation in this process, CHUNK contexts per call, one progress line each."""
+def in_chunks(generator: Generator, log: StageLog, corpus_name: str, reuse: bool = True) -> GenerateRows:
+    """Generation in this process, CHUNK contexts per call, one progress line each (in prefix order with `reuse`)."""
 
     def generate(rows: pa.Table) -> Iterator[pa.Table]:
         for start in range(0, rows.num_rows, CHUNK):
             part = rows.slice(start, CHUNK)
             with log.stage("summarize", part.num_rows, done=f"{start + part.num_rows}/{rows.num_rows}",
                            corpus=corpus_name):  # fmt: skip
-                columns = generation_columns(generator.generate(requests_of(part)))
+                columns = generation_columns(generate_shared(generator, requests_of(part), reuse))
             for name, values in columns.items():
                 part = part.append_column(name, values)
             yield part

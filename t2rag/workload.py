@@ -23,17 +23,28 @@ from t2rag.resources import Resources
 
 @dataclass(frozen=True)
 class Generation:
-    """Prompts of one kind sent to the generator, with their estimated tokens."""
+    """Prompts of one kind sent to the generator, with their estimated tokens: in total, and those an engine
+    computes when prompts that share a prefix run together (`generator.prefix_reuse`; None: all of them)."""
 
     prompts: int = 0
     prompt_tokens: int = 0
     output_tokens: int = 0
+    computed_tokens: int | None = None
+
+    @property
+    def to_compute(self) -> int:
+        """Prompt tokens to compute."""
+        return self.prompt_tokens if self.computed_tokens is None else self.computed_tokens
 
     def __add__(self, other: Generation) -> Generation:
+        computed = None
+        if self.computed_tokens is not None or other.computed_tokens is not None:
+            computed = self.to_compute + other.to_compute
         return Generation(
             self.prompts + other.prompts,
             self.prompt_tokens + other.prompt_tokens,
             self.output_tokens + other.output_tokens,
+            computed,
         )
 
 
@@ -95,6 +106,8 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
         return round(chars / chars_per_token)
 
     hyde_overhead = _chars(prompts.hyde(""))
+    system_chars = _chars(prompts.answer("", [])[:1])
+    reuse = config.generator is not None and config.generator.prefix_reuse
     cells: dict[tuple[str, str], dict] = {}
     for group in work:
         answering = group.stages[-1] == "parse_answers"
@@ -118,7 +131,8 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
                 # real one is.
                 contexts = ["x" * round(each)] * count
                 chars = n * _chars(prompts.answer("", contexts)) + question_chars
-                cell["answers"] += Generation(n, tokens(chars), n * answer_tokens)
+                computed = _computed_chars(prompts, contexts, rows, n, chars, system_chars) if reuse else chars
+                cell["answers"] += Generation(n, tokens(chars), n * answer_tokens, tokens(computed))
     methods = [
         MethodWork(
             method=m,
@@ -152,6 +166,18 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
     scored = resources.questions.scored()
     question_chars = pc.mean(pc.utf8_length(scored.column("question"))).as_py() or 0.0
     return Workload(methods, summaries, passages, passage_tokens, question_chars / chars_per_token, chars_per_token)
+
+
+def _computed_chars(prompts: Prompts, contexts: list[str], rows, n: int, chars: float, system_chars: int) -> float:
+    """Characters of `n` answer prompts an engine computes when the prompts that share a prefix run together: the
+    system prompt once, and the leading context once per gold context among the rows. That context is the gold
+    one for the oracle; for a retrieving method it is assumed to be, which holds for the questions its retriever
+    ranks first correctly (the rest share less, and methods that lead with the same context share more)."""
+    if not contexts:
+        return chars - (n - 1) * system_chars
+    leading = _chars(prompts.answer("", contexts)) - _chars(prompts.answer("", contexts[1:] or [""]))
+    distinct = int(pc.count_distinct(rows.column("context_id")).as_py() or 0)
+    return chars - (n - 1) * system_chars - (n - distinct) * leading
 
 
 def _empty_cell() -> dict:

@@ -42,6 +42,21 @@ def sample() -> QuestionSet:
     return load_questions(None)
 
 
+@pytest.fixture(scope="session")
+def smollm2_path() -> str:
+    """The packaged SmolLM2-135M GGUF file (skips where it is not installed)."""
+    from t2rag.errors import ConfigError
+    from t2rag.generation.models import resolve_gguf
+
+    try:
+        path = resolve_gguf("smollm2-135m")
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    return str(path)
+
+
 def write_layout(root: Path, tables: dict[str, object], split: str = "dev") -> Path:
     """Write {subset: pyarrow table} into the hub layout under root; returns root."""
     for subset, table in tables.items():

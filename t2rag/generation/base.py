@@ -78,7 +78,10 @@ def is_rejected(error: str | None) -> bool:
 @dataclass(frozen=True)
 class Generation:
     """A completion with its token counts; `error` is set (and text empty) when the engine failed.
-    `finish_reason`: "stop" (the model ended, or a stop string), "length" (cut at `max_tokens`), None if unknown."""
+    `finish_reason`: "stop" (the model ended, or a stop string), "length" (cut at `max_tokens`), None if unknown.
+    `cached_prompt_tokens`: prompt tokens the engine reused instead of computing (a prefix it had computed before);
+    all of them when no engine ran (a disk-cache hit, a repeat of a prompt of the same run); None when the engine
+    does not say."""
 
     text: str
     prompt_tokens: int = 0
@@ -87,6 +90,7 @@ class Generation:
     cached: bool = False
     error: str | None = None
     finish_reason: str | None = None
+    cached_prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,14 @@ class ChunkStream:
             completion_tokens=int(self.usage.get("completion_tokens") or 0),
             seconds=time.perf_counter() - self.started,
             finish_reason=self.finish,
+            cached_prompt_tokens=reported_cached_tokens(self.usage),
         )
+
+
+def reported_cached_tokens(usage: dict) -> int | None:
+    """An OpenAI usage object's `prompt_tokens_details.cached_tokens`, or None where the server reports none."""
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    return None if cached is None else int(cached)
 
 
 class Generator(ABC):

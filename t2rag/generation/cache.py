@@ -41,7 +41,10 @@ class GenerationCache:
                 rows = self._db.execute(f"SELECT key, value FROM generations WHERE key IN ({marks})", chunk)
                 for key, value in rows:
                     data = json.loads(value)
-                    found[key] = Generation(**{**data, "seconds": 0.0, "cached": True})
+                    # Nothing is computed for a hit: every prompt token counts as reused.
+                    found[key] = Generation(
+                        **{**data, "seconds": 0.0, "cached": True, "cached_prompt_tokens": data["prompt_tokens"]}
+                    )
         return found
 
     def put_many(self, items: dict[str, Generation]) -> None:

@@ -22,6 +22,10 @@ class GeneratorConfig(BaseModel):
     model: str = "smollm2-135m"  # llamacpp: a packaged model name or a .gguf path; otherwise the model id
     sampling: SamplingParams = SamplingParams()
     constrained_json: bool = True  # ask the engine to enforce the answer's JSON schema
+    #: Schedule a run's generation by shared prompt prefix (t2rag.generation.prefix): prompts that begin alike run
+    #: back to back on the same engine and each distinct prompt runs once. False keeps plan order and least-busy
+    #: routing, to measure the saving side by side.
+    prefix_reuse: bool = True
     # llama.cpp (in-process, CPU)
     n_ctx: int = 8192
     n_threads: int | None = None  # None: all cores

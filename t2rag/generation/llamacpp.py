@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,19 +105,22 @@ class LlamaCppGenerator(Generator):
         try:
             self._check_fits(llm, request.messages, request.params.max_tokens)
             self._fresh(llm)
-            response = llm.create_chat_completion(**self._arguments(request))
+            with _prefill_counter(llm) as evaluated:
+                response = llm.create_chat_completion(**self._arguments(request))
         except ContextOverflow as exc:
             return Generation(text="", prompt_tokens=exc.prompt_tokens, error=str(exc))
         except Exception as exc:
             return Generation(text="", seconds=time.perf_counter() - started, error=_one_line(exc))
         usage = response.get("usage") or {}
         choice = response["choices"][0]
+        prompt_tokens = int(usage.get("prompt_tokens", 0))
         return Generation(
             text=choice["message"].get("content") or "",
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            prompt_tokens=prompt_tokens,
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=time.perf_counter() - started,
             finish_reason=choice.get("finish_reason"),
+            cached_prompt_tokens=_reused(prompt_tokens, evaluated),
         )
 
     def _fresh(self, llm: Any) -> None:
@@ -140,15 +144,15 @@ class LlamaCppGenerator(Generator):
             try:
                 prompt_tokens = self._check_fits(llm, request.messages, request.params.max_tokens)
                 self._fresh(llm)
-                chunks = llm.create_chat_completion(**self._arguments(request), stream=True)
                 pieces, finish = [], None
-                for chunk in chunks:
-                    choice = chunk["choices"][0]
-                    text = (choice.get("delta") or {}).get("content") or ""
-                    finish = choice.get("finish_reason") or finish
-                    if text:
-                        pieces.append(text)
-                        yield Delta(text)
+                with _prefill_counter(llm) as evaluated:
+                    for chunk in llm.create_chat_completion(**self._arguments(request), stream=True):
+                        choice = chunk["choices"][0]
+                        text = (choice.get("delta") or {}).get("content") or ""
+                        finish = choice.get("finish_reason") or finish
+                        if text:
+                            pieces.append(text)
+                            yield Delta(text)
             except ContextOverflow as exc:
                 yield Delta(done=Generation(text="", prompt_tokens=exc.prompt_tokens, error=str(exc)))
                 return
@@ -164,6 +168,7 @@ class LlamaCppGenerator(Generator):
                 completion_tokens=completion,
                 seconds=time.perf_counter() - started,
                 finish_reason=finish,
+                cached_prompt_tokens=_reused(prompt_tokens, evaluated),
             )
         )
 
@@ -191,6 +196,30 @@ class LlamaCppGenerator(Generator):
                 self._llm.close()
             self._llm = None
             self._formatter = None
+
+
+@contextmanager
+def _prefill_counter(llm: Any) -> Iterator[list[int]]:
+    """Counts the tokens of each `Llama.eval` call while the block runs. llama.cpp keeps the longest prefix the
+    new prompt shares with the tokens it holds and evaluates the rest in its first call, so the prompt's length
+    minus that call's tokens is what it reused (llama-cpp-python reports it only on its verbose stderr)."""
+    calls: list[int] = []
+    evaluate = llm.eval
+
+    def counting(tokens: Any) -> Any:
+        calls.append(len(tokens))
+        return evaluate(tokens)
+
+    llm.eval = counting
+    try:
+        yield calls
+    finally:
+        del llm.eval  # the class's method again
+
+
+def _reused(prompt_tokens: int, evaluated: list[int]) -> int:
+    """Prompt tokens llama.cpp did not evaluate (all of them when it evaluated none: the prompt was held whole)."""
+    return max(0, prompt_tokens - evaluated[0]) if evaluated else prompt_tokens
 
 
 def _template_formatter(llm: Any) -> Any:

@@ -17,7 +17,16 @@ from typing import Any
 import httpx
 
 from t2rag.errors import ConfigError
-from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, Generator, log_batch, rejected
+from t2rag.generation.base import (
+    ChatRequest,
+    ChunkStream,
+    Delta,
+    Generation,
+    Generator,
+    log_batch,
+    rejected,
+    reported_cached_tokens,
+)
 from t2rag.generation.config import GeneratorConfig
 
 log = logging.getLogger(__name__)
@@ -189,6 +198,7 @@ def _parse(reply: dict[str, Any], seconds: float) -> Generation:
         completion_tokens=int(usage.get("completion_tokens") or 0),
         seconds=seconds,
         finish_reason=reply["choices"][0].get("finish_reason"),
+        cached_prompt_tokens=reported_cached_tokens(usage),
     )
 
 

@@ -25,6 +25,7 @@ GENERATION_COLUMNS: dict[str, pa.DataType] = {
     "generation_s": pa.float64(),
     "generation_error": pa.string(),
     "finish_reason": pa.string(),
+    "cached_prompt_tokens": pa.int32(),
 }
 
 
@@ -54,6 +55,7 @@ def generation_columns(generations: Sequence[Generation]) -> dict[str, pa.Array]
         "generation_s": [round(g.seconds, 4) for g in generations],
         "generation_error": [g.error for g in generations],
         "finish_reason": [g.finish_reason for g in generations],
+        "cached_prompt_tokens": [g.cached_prompt_tokens for g in generations],
     }
     return {name: pa.array(v, GENERATION_COLUMNS[name]) for name, v in values.items()}
 

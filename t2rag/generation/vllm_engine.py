@@ -112,6 +112,7 @@ class VLLMGenerator(Generator):
                 completion_tokens=len(o.outputs[0].token_ids),
                 seconds=seconds,
                 finish_reason=o.outputs[0].finish_reason,
+                cached_prompt_tokens=getattr(o, "num_cached_tokens", None),
             )
             for o in outputs
         ]

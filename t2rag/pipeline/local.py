@@ -6,11 +6,14 @@ import logging
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.generation.prefix import prefix_order
+from t2rag.methods import ANSWER_TAIL
 from t2rag.model_loads import loads, loads_since
-from t2rag.pipeline.plan import WorkGroup, plan_work
-from t2rag.pipeline.records import new_part_name, to_records, write_records
+from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
+from t2rag.pipeline.records import new_part_name, to_answer_inputs, to_records, write_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import Progress, StageLog
 from t2rag.resources import Resources
@@ -25,6 +28,9 @@ log = logging.getLogger(__name__)
 #: is a large block.
 GENERATE_BLOCK_ROWS = 8
 RETRIEVE_BLOCK_ROWS = 4096
+#: Questions whose answer prompts are ordered together by shared prefix (`generator.prefix_reuse`): the prompts of
+#: every method for these questions are made, sorted, then answered block by block. It bounds the prompts held.
+PREFIX_WINDOW_QUESTIONS = 1024
 
 
 class LocalEngine:
@@ -70,8 +76,46 @@ class LocalEngine:
     def compute(self, done: set[tuple[str, str]]) -> None:
         work = self.plan(done)
         log.info("evaluate: %d records to compute (%d already done)", sum(g.rows.num_rows for g in work), len(done))
+        generator = self.config.generator
+        by_prefix = generator is not None and generator.prefix_reuse
+        answering = [g for g in work if by_prefix and split_chain(g.stages)[2]]
         for group in work:
-            self.run_group(group)
+            if not any(group is a for a in answering):
+                self.run_group(group)
+        if answering:
+            self.run_answers(answering)
+
+    def run_answers(self, work: list[WorkGroup]) -> None:
+        """The answered rows of every method in shared-prefix order: for a window of questions (in the plan's
+        order, which puts the questions of one context together), each group's stages up to its answer prompts,
+        then all of the window's prompts sorted by prefix through the answering tail, block by block."""
+        ids = _ordered_ids(work)
+        total = sum(g.rows.num_rows for g in work)
+        progress = Progress("generate: " + ", ".join(_methods(work)), total)
+        written = 0
+        for start in range(0, len(ids), PREFIX_WINDOW_QUESTIONS):
+            window = pa.array(ids[start : start + PREFIX_WINDOW_QUESTIONS], pa.string())
+            prompts = [self.answer_inputs(g, g.rows.filter(pc.is_in(g.rows.column("id"), window))) for g in work]
+            inputs = pa.concat_tables([p for p in prompts if p.num_rows])
+            inputs = inputs.take(pa.array(prefix_order(inputs.column("messages_json").to_pylist())))
+            size = self.generate_block_rows()
+            for offset in range(0, inputs.num_rows, size):
+                batch = inputs.slice(offset, size)
+                written += batch.num_rows
+                records = to_records(self.apply(ANSWER_TAIL, batch, f"{written}/{total}"))
+                write_records(self.config.out, records, new_part_name("local"))
+                progress.advance(batch.num_rows)
+
+    def answer_inputs(self, group: WorkGroup, rows: pa.Table) -> pa.Table:
+        """The rows through their stages up to the answering tail: a generation before it (HyDE's document) in
+        generating blocks, the rest (retrieval, prompts) at once."""
+        if rows.num_rows == 0:
+            return rows
+        own, rest, _ = split_chain(group.stages)
+        if own:
+            size = self.generate_block_rows()
+            rows = pa.concat_tables([self.apply(own, rows.slice(i, size)) for i in range(0, rows.num_rows, size)])
+        return to_answer_inputs(self.apply(rest, rows))
 
     def run_group(self, group: WorkGroup) -> None:
         size = self.generate_block_rows() if group.generates else RETRIEVE_BLOCK_ROWS
@@ -92,6 +136,18 @@ class LocalEngine:
         """Run a batch through the named stages in order."""
         steps = [(name, self.stage(name)) for name in stages]
         return run_chain(steps, batch, lambda name, rows, seconds: self.log.record(name, rows, seconds, done=done))
+
+
+def _ordered_ids(work: list[WorkGroup]) -> list[str]:
+    """Question ids of the groups in the plan's order (by subset and gold context), each once."""
+    keys = pa.concat_tables([g.rows.select(["subset", "context_id", "id"]) for g in work])
+    keys = keys.append_column("_i", pa.array(range(keys.num_rows)))
+    keys = keys.sort_by([("subset", "ascending"), ("context_id", "ascending"), ("_i", "ascending")])
+    return list(dict.fromkeys(keys.column("id").to_pylist()))
+
+
+def _methods(work: list[WorkGroup]) -> list[str]:
+    return list(dict.fromkeys(m for g in work for m in g.rows.column("method").to_pylist()))
 
 
 def run_local(config: RunConfig, overwrite: bool = False) -> dict:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
 from t2rag.data import QuestionSet
-from t2rag.methods import get_method
+from t2rag.methods import ANSWER_TAIL, get_method
 
 #: The columns of a planned row (see t2rag.stages for what each stage adds).
 INPUT_SCHEMA = pa.schema(
@@ -36,7 +36,8 @@ INPUT_SCHEMA = pa.schema(
 @dataclass(frozen=True)
 class WorkGroup:
     """Rows that go through the same stages, ordered by question and then by method (so a block embeds each
-    question once for all the methods that share it)."""
+    question once for all the methods that share it); with `generator.prefix_reuse`, generating rows are first
+    ordered by subset and gold context."""
 
     stages: tuple[str, ...]
     rows: pa.Table
@@ -45,6 +46,17 @@ class WorkGroup:
     def generates(self) -> bool:
         """Whether its rows go through a generator (answers or HyDE queries): slow rows, streamed in small blocks."""
         return "generate" in self.stages
+
+
+def split_chain(stages: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """A group's stages as (its own part, the part it can share with other groups, whether it answers): its own
+    part runs up to its last generation before the answering tail (HyDE's query); every answering group then ends
+    with the same `ANSWER_TAIL`, which the engines run once for the rows of every method together."""
+    answers = stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL
+    chain = stages[: -len(ANSWER_TAIL)] if answers else stages
+    generations = [i for i, name in enumerate(chain) if name == "generate"]
+    cut = generations[-1] + 1 if generations else 0
+    return chain[:cut], chain[cut:], answers
 
 
 def sample_questions(table: pa.Table, n: int | None, seed: int) -> pa.Table:
@@ -110,7 +122,13 @@ def plan_work(config: RunConfig, questions: QuestionSet, done: set[tuple[str, st
             )
             parts.setdefault(method.chain(generate and answering), []).append(table)
     groups = []
+    by_prefix = config.generator is not None and config.generator.prefix_reuse
     for stages, tables in parts.items():
-        rows = pa.concat_tables(tables).sort_by([("_q", "ascending"), ("_m", "ascending")])
+        order = [("_q", "ascending"), ("_m", "ascending")]
+        if by_prefix and "generate" in stages:
+            # The questions of one context next to each other: their prompts tend to share that context as prefix.
+            # Only the order changes; no row sees another's data.
+            order = [("subset", "ascending"), ("context_id", "ascending"), *order]
+        rows = pa.concat_tables(tables).sort_by(order)
         groups.append(WorkGroup(stages, rows.drop_columns(["_q", "_m"]).cast(INPUT_SCHEMA)))
     return groups

@@ -10,6 +10,7 @@ the summary, `t2rag score` and `t2rag report`. The columns (the stage that fills
 | prompt_hash | string | answer_prompts | hash of the chat messages sent to the generator |
 | raw_output | string | generate | the model's text (null: not generated) |
 | prompt_tokens, completion_tokens | int32 | generate | token counts reported by the engine |
+| cached_prompt_tokens | int32 | generate | prompt tokens the engine reused (all for a cache hit; null: not said) |
 | generation_s | float64 | generate | seconds spent generating (0 for a cache hit) |
 | generation_error | string | generate | why the engine gave no text (the question then counts as wrong) |
 | formula, prediction_source | string | parse_answers | formula read from the output; which field gave the prediction |
@@ -35,7 +36,7 @@ import pyarrow.parquet as pq
 from t2rag.errors import InputError, one_line
 from t2rag.generation.base import REJECTED
 from t2rag.metrics.retrieval import per_query
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, SubsetTotals, summary_from_totals
+from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, SubsetTotals, ordered_subsets, summary_from_totals
 from t2rag.storage import filesystem_for, is_s3, join, write_bytes
 
 RECORD_SCHEMA = pa.schema(
@@ -50,6 +51,7 @@ RECORD_SCHEMA = pa.schema(
         pa.field("raw_output", pa.string()),
         pa.field("prompt_tokens", pa.int32()),
         pa.field("completion_tokens", pa.int32()),
+        pa.field("cached_prompt_tokens", pa.int32()),
         pa.field("generation_s", pa.float64()),
         pa.field("generation_error", pa.string()),
         pa.field("formula", pa.string()),
@@ -243,3 +245,51 @@ def summarize_records(
         )
     order = list(dict.fromkeys(records.column("method").to_pylist()))
     return {m: summary_from_totals(totals[m], retrieval_metrics) for m in order}
+
+
+#: The record columns `generation_usage` reads.
+USAGE_COLUMNS = ["method", "subset", "number_match", "prompt_tokens", "cached_prompt_tokens"]
+
+
+def generation_usage(records: pa.Table) -> dict[str, dict]:
+    """Prompt tokens of the generated records (those with a Number Match verdict), per method: per subset and over
+    all of them (`all`), in total, those the engine reused instead of computing (None where no record's engine
+    says), and their share in percent of the prompt tokens of the records that say. Engine measurements, like
+    timings: kept apart from the metrics, which every engine must agree on."""
+    generated = records.filter(pc.is_valid(records.column("number_match")))
+    if generated.num_rows == 0:
+        return {}
+    prompt = pc.cast(generated.column("prompt_tokens").fill_null(0), pa.int64())
+    reported = pc.is_valid(generated.column("cached_prompt_tokens"))
+    values = pa.table(
+        {
+            "method": generated.column("method"),
+            "subset": generated.column("subset"),
+            "prompt": prompt,
+            "cached": pc.cast(generated.column("cached_prompt_tokens").fill_null(0), pa.int64()),
+            "reported_prompt": pc.if_else(reported, prompt, 0),
+            "reported": pc.cast(reported, pa.int64()),
+        }
+    )
+    sums = ("prompt", "cached", "reported_prompt", "reported")
+    grouped = values.group_by(["method", "subset"]).aggregate([(c, "sum") for c in sums])
+    cells: dict[str, dict[str, tuple[int, ...]]] = {}
+    for r in grouped.to_pylist():
+        cells.setdefault(r["method"], {})[r["subset"]] = tuple(int(r[f"{c}_sum"]) for c in sums)
+    out = {}
+    for method in dict.fromkeys(generated.column("method").to_pylist()):
+        subsets = cells[method]
+        total = tuple(sum(v[i] for v in subsets.values()) for i in range(len(sums)))
+        out[method] = {
+            "subsets": {s: _usage(*subsets[s]) for s in ordered_subsets(list(subsets))},
+            "all": _usage(*total),
+        }
+    return out
+
+
+def _usage(prompt: int, cached: int, reported_prompt: int, reported: int) -> dict[str, int | float | None]:
+    return {
+        "prompt_tokens": prompt,
+        "cached_prompt_tokens": cached if reported else None,
+        "cached_share": round(100 * cached / reported_prompt, 2) if reported_prompt else None,
+    }

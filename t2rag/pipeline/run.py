@@ -24,8 +24,10 @@ from t2rag.pipeline.lock import run_lock
 from t2rag.pipeline.manifest import build_manifest, read_json, write_json
 from t2rag.pipeline.records import (
     METRIC_COLUMNS,
+    USAGE_COLUMNS,
     count_failed,
     done_keys,
+    generation_usage,
     read_records,
     release_failed,
     summarize_records,
@@ -169,16 +171,19 @@ def finish_run(
 ) -> dict:
     """Summarise the records, write summary.json and manifest.json, and return the summary. `data` describes
     what was evaluated (`Resources.data_description`); both files carry it, with how the attempts went (rows
-    retried, rows still failed) and how many times each model was loaded."""
-    records = run_records(config, [*METRIC_COLUMNS, "id", "prompt_tokens", "completion_tokens"])
+    retried, rows still failed) and how many times each model was loaded. The summary's `generation` gives the
+    prompt tokens per method and subset and the share the engine reused (`generation_usage`)."""
+    records = run_records(config, list(dict.fromkeys([*METRIC_COLUMNS, *USAGE_COLUMNS, "id", "completion_tokens"])))
     with log.stage("score", records.num_rows):
         scored = summarize_records(records)
     result = {"methods": {m: scored[m] for m in config.methods if m in scored}, "data": data, "out": config.out}
+    result["generation"] = generation_usage(records)
     result["attempts"] = asdict(attempts or Attempts())
     result["model_loads"] = model_loads or {}
     tokens = {
         "prompt": int(pc.sum(records.column("prompt_tokens")).as_py() or 0),
         "completion": int(pc.sum(records.column("completion_tokens")).as_py() or 0),
+        "cached_prompt": int(pc.sum(records.column("cached_prompt_tokens")).as_py() or 0),
     }
     write_json(config.out, "summary.json", result)
     manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)

@@ -19,20 +19,6 @@ from tests.conftest import free_port
 
 
 @pytest.fixture(scope="session")
-def smollm2_path() -> str:
-    from t2rag.errors import ConfigError
-    from t2rag.generation.models import resolve_gguf
-
-    try:
-        path = resolve_gguf("smollm2-135m")
-    except ConfigError as exc:
-        pytest.skip(str(exc))
-    if not path.is_file():
-        pytest.skip(f"{path} is missing")
-    return str(path)
-
-
-@pytest.fixture(scope="session")
 def llama_server(smollm2_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of `python -m llama_cpp.server` serving SmolLM2 on a free loopback port."""
     pytest.importorskip("llama_cpp.server.app")

@@ -129,3 +129,32 @@ def test_cache_serves_repeats_and_skips_errors(small_window: LlamaCppGenerator, 
     assert len(cached.cache) == 1
     assert second_s < first_s / 2
     cached.cache.close()
+
+
+def _prompt_ids(engine: LlamaCppGenerator, request: ChatRequest) -> list[int]:
+    """The tokens llama.cpp feeds the model for a request (its chat template, special tokens read as such)."""
+    prompt = engine._formatter(messages=list(request.messages)).prompt
+    return list(engine._llm.tokenize(prompt.encode("utf-8"), special=True))
+
+
+def test_cached_prompt_tokens_are_the_prefix_llama_cpp_kept(generator: LlamaCppGenerator) -> None:
+    report = "Revenue rose from 100 in 2007 to 120 in 2008, and costs fell from 80 to 70. " * 12
+    first, second = ask(report + "What was the revenue growth?", 4), ask(report + "How much did costs fall?", 4)
+    generator.generate([ask("Unrelated.", 4)])
+    a, b, again = generator.generate([first, second, second])
+    shared = next(i for i, (x, y) in enumerate(zip(_prompt_ids(generator, first), _prompt_ids(generator, second),
+                                                   strict=False)) if x != y)  # fmt: skip
+    assert shared > 150  # the system prompt and the report
+    assert a.cached_prompt_tokens < 30  # only the chat template's start is shared with the unrelated prompt
+    assert b.cached_prompt_tokens == shared
+    assert again.cached_prompt_tokens == again.prompt_tokens - 1  # held whole; one token replayed for its logits
+
+
+def test_without_the_prompt_cache_nothing_is_reused(smollm2_path: str) -> None:
+    engine = LlamaCppGenerator(GeneratorConfig(model="smollm2-135m", n_ctx=1024, n_threads=2, prompt_cache=False))
+    try:
+        results = engine.generate([ask("What is revenue?", 4), ask("What is revenue?", 4)])
+        assert [g.cached_prompt_tokens for g in results] == [0, 0]
+        assert results[1].prompt_tokens > 10
+    finally:
+        engine.close()

@@ -110,3 +110,30 @@ def test_one_engine_for_every_phase_of_a_single_process_run(tiny_data, tmp_path,
     summary = evaluate(config)
     assert summary["model_loads"]["smollm2-135m"] == 1
     assert set(summary["methods"]) == set(fields["methods"])
+
+
+def test_prompts_sharing_a_context_reuse_it_in_vllms_prefix_cache(tmp_path, monkeypatch):
+    """The oracle over every question of two FinQA dev contexts with several questions, on the single-process
+    engine with prefix caching on and a fresh generation cache: the reused share is vLLM's own count
+    (`num_cached_tokens`), every answer computed by the engine."""
+    from bench.prefix_reuse import shared_context_layout
+
+    monkeypatch.setenv("T2RAG_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"source": str(shared_context_layout(tmp_path / "data", contexts=2))},
+                "methods": ["oracle"],
+                "prompts": {"max_context_chars": 1500},
+                "generator": {"preset": PRESET, "enable_prefix_caching": True, "sampling": {"max_tokens": 8}},
+                "out": str(out),
+            }
+        )
+    )
+    summary = evaluate(config)
+    got = records(out).values()
+    assert len(got) >= 4
+    assert all(r["generation_s"] > 0 and r["cached_prompt_tokens"] is not None for r in got)
+    assert summary["generation"]["oracle"]["all"]["cached_share"] >= 60

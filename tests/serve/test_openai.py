@@ -69,6 +69,7 @@ def test_a_chat_completion_answers_with_the_rag_parts_beside(client, served):
     assert choice.message.role == "assistant" and "Answer: " in choice.message.content
     assert choice.finish_reason in ("stop", "length")
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    assert reply.usage.prompt_tokens_details.cached_tokens == 0  # the served llama.cpp evaluates each prompt afresh
     rag = reply.model_extra["t2rag"]
     assert rag["method"] == "bm25" and len(rag["contexts"]) == 3
     assert all(c["subset"] == SUBSET and "text" not in c for c in rag["contexts"])

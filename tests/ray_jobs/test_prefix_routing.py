@@ -1,0 +1,85 @@
+"""Prefix-aware routing on Ray: with two generator replicas, the prompts that share a leading context are served by
+one replica, so the reuse a run gets stays what one replica gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.prefix_reuse import shared_context_layout
+from ray_jobs import evaluate
+from t2rag.config import load_config
+from t2rag.pipeline.records import read_records
+
+pytestmark = [pytest.mark.slow, pytest.mark.llm]
+
+
+@pytest.fixture(scope="module")
+def ray_fresh_cache(tmp_path_factory):
+    """A local cluster whose workers keep generations in a cache of this module's own (the replicas run in worker
+    processes, which a test's environment does not reach)."""
+    import ray
+
+    from ray_jobs.local_cluster import local_cpus
+
+    cache = tmp_path_factory.mktemp("generations")
+    ray.shutdown()
+    ray.init(num_cpus=local_cpus(), object_store_memory=300 * 2**20, include_dashboard=False,
+             runtime_env={"env_vars": {"T2RAG_CACHE": str(cache)}})  # fmt: skip
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def served(monkeypatch) -> list[list[dict[str, int]]]:
+    """Per run, each replica's rows per route key, read from the replicas just before the service stops."""
+    runs: list[list[dict[str, int]]] = []
+
+    class Reporting(evaluate.GeneratorService):
+        def stop(self) -> None:
+            import ray
+
+            if self._replicas:
+                runs.append(ray.get([r.served_routes.remote() for r in self._replicas]))
+            super().stop()
+
+    monkeypatch.setattr(evaluate, "GeneratorService", Reporting)
+    return runs
+
+
+def _run(data, out, replicas: int) -> list[dict]:
+    """An oracle run on Ray; the replica count is also the sampling seed, so neither run finds the other's
+    generations in the cache (greedy decoding ignores the seed)."""
+    config = load_config(
+        None,
+        {
+            "data": {"source": str(data)},
+            "methods": ["oracle"],
+            "engine": "ray",
+            "out": str(out),
+            "generator": {"preset": "smollm2-135m", "n_threads": 1, "sampling": {"max_tokens": 12, "seed": replicas}},
+            "prompts": {"max_context_chars": 1500},
+            "ray": {"generate_actors": replicas, "block_rows": 4, "generate_batch_size": 4},
+        },
+    )
+    evaluate.run_ray(config)
+    return read_records(str(out)).to_pylist()
+
+
+def _share(records: list[dict]) -> float:
+    return sum(r["cached_prompt_tokens"] for r in records) / sum(r["prompt_tokens"] for r in records)
+
+
+def test_prompts_sharing_a_context_meet_one_replica(ray_fresh_cache, served, tmp_path) -> None:
+    data = shared_context_layout(tmp_path / "data", contexts=4)
+    one = _run(data, tmp_path / "one", replicas=1)
+    two = _run(data, tmp_path / "two", replicas=2)
+
+    first, second = served[-1]
+    assert first and second  # both replicas worked
+    assert not set(first) & set(second)  # no leading context was computed on both
+    assert sum(first.values()) + sum(second.values()) == len(two)
+    assert len(set(first) | set(second)) == 4  # one route per context
+    assert len(one) == len(two) == len({r["id"] for r in two})
+    assert _share(one) >= 0.6
+    assert abs(_share(two) - _share(one)) <= 0.10
