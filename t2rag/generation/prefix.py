@@ -50,16 +50,17 @@ def generate_shared(generator: Generator, requests: Sequence[ChatRequest], reuse
     if not reuse or len(requests) < 2:
         return generator.generate(requests)
     texts = [json.dumps(list(r.messages)) for r in requests]
+    keys = [(text, r.params.model_dump_json()) for text, r in zip(texts, requests, strict=True)]
     first: dict[tuple[str, str], int] = {}
-    for i, (text, request) in enumerate(zip(texts, requests, strict=True)):
-        first.setdefault((text, request.params.model_dump_json()), i)
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
     distinct = list(first.values())  # positions of each distinct request's first occurrence
     order = [distinct[i] for i in prefix_order([texts[i] for i in distinct])]
     ran = dict(zip(order, generator.generate([requests[i] for i in order]), strict=True))
     out = []
-    for key in ((t, r.params.model_dump_json()) for t, r in zip(texts, requests, strict=True)):
+    for i, key in enumerate(keys):
         g = ran[first[key]]
-        if len(out) != first[key] and g.error is None:
+        if first[key] != i and g.error is None:
             g = replace(g, cached_prompt_tokens=g.prompt_tokens, seconds=0.0)
         out.append(g)
     return out
