@@ -3,7 +3,9 @@
 Context summaries, HyDE's documents and the answers are phases of one job; each sends its request rows through a
 light Ray Data stage (`ServiceClient`, no CPU, no model) to the same replicas, so a run loads the model once per
 replica instead of once per phase, corpus or processor. A replica holds the run's `Generator` (vLLM in process,
-llama.cpp, or an HTTP client) behind the one `Generate` stage every engine uses.
+llama.cpp, or an HTTP client) behind the one `Generate` stage every engine uses. A vLLM replica takes the batches
+of all its clients at once into its running batch (`EngineFeed`), so the engine always has work queued behind what
+it runs; the other engines run one batch at a time.
 
 Routing: with `generator.prefix_reuse`, a client sends each row to the replica its prompt's leading part
 (`t2rag.generation.prefix.route_key`: the system prompt and the first context) hashes to (rendezvous hashing), so
@@ -19,6 +21,7 @@ marked failed (`generation_error`), which the run retries on its next attempt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -75,7 +78,8 @@ class GeneratorReplica:
         resources = Resources(RunConfig.model_validate_json(config_json))
         resources.generator.load()
         self.stage = Generate(resources)
-        self.lock = threading.Lock()  # an engine runs one batch at a time; others wait here
+        # vLLM takes batches from several threads into its running batch; other engines run one batch at a time.
+        self.lock = contextlib.nullcontext() if resources.generator.concurrent_batches else threading.Lock()
         self.waiting = 0
         self.served = Counter()  # rows served per route key (the prompts' leading parts)
 
@@ -143,7 +147,8 @@ class GeneratorService:
         options = {
             "max_restarts": -1,
             "max_task_retries": 0,  # the client retries, on another replica when this one is gone
-            "max_concurrency": 4,  # `pending` answers while a batch runs
+            # every client may hold a batch here at once (vLLM runs them together), and `pending` still answers
+            "max_concurrency": 2 * s.count + 2,
             "runtime_env": engine_runtime_env(g) if g.schedules_batches else None,
         }
         for _ in range(s.count):

@@ -4,7 +4,8 @@
 t2rag application as a child of the Generator deployment, so it has no route of its own on the HTTP proxy (every
 request goes through the ingress and its API key) and is reached through a deployment handle, which works from a
 replica on any node. `ServeLLMEngine` is the engine the Generator deployment runs over that handle: chat requests
-streamed back as the engine produces them. Engine settings (tensor parallelism, quantisation, prefix caching,
+streamed back as the engine produces them; with `generator.prefix_reuse`, Serve LLM's prefix-aware router picks the
+replica for each request. Engine settings (tensor parallelism, quantisation, prefix caching,
 context length) are the batch job's, from `vllm_engine_kwargs`. `ray.serve.llm` imports only where vLLM is
 installed: the GPU extra, or the CPU build of `make vllm`.
 """
@@ -23,6 +24,9 @@ from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, r
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.vllm_engine import engine_runtime_env, model_source, sampling_dict, vllm_engine_kwargs
 
+#: Ray Serve LLM's request router that sends a prompt to the replica holding most of its prefix.
+PREFIX_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
+
 
 def llm_config(generator: GeneratorConfig) -> Any:
     """Ray Serve LLM's `LLMConfig` for a vLLM generator config."""
@@ -33,13 +37,16 @@ def llm_config(generator: GeneratorConfig) -> Any:
             "serving a vllm generator needs Ray Serve LLM, which imports only with vllm installed "
             "(pip install 't2rag[gpu]')"
         ) from exc
+    deployment: dict[str, Any] = {
+        "autoscaling_config": {"min_replicas": generator.replicas, "max_replicas": generator.replicas}
+    }
+    if generator.prefix_reuse:  # online requests one at a time: Serve LLM's prefix-aware router (see the README)
+        deployment["request_router_config"] = {"request_router_class": PREFIX_ROUTER}
     return LLMConfig(
         model_loading_config={"model_id": generator.model, "model_source": model_source(generator)},
         runtime_env=engine_runtime_env(generator),
         engine_kwargs=vllm_engine_kwargs(generator),
-        deployment_config={
-            "autoscaling_config": {"min_replicas": generator.replicas, "max_replicas": generator.replicas}
-        },
+        deployment_config=deployment,
         accelerator_type=generator.accelerator_type,
         # vLLM's CPU platform refuses Ray workers; Serve LLM uses its multiprocessing executor for a CPU config.
         accelerator_config={"kind": "cpu"} if generator.device == "cpu" else None,

@@ -142,6 +142,8 @@ class Generator(ABC):
     """A text generation engine."""
 
     engine: str = "generator"
+    #: Whether `generate` may be called from several threads at once (their requests then share the engine).
+    concurrent_batches: bool = False
 
     @property
     @abstractmethod

@@ -83,6 +83,10 @@ class CachedGenerator(Generator):
     def model_id(self) -> str:
         return self.inner.model_id
 
+    @property
+    def concurrent_batches(self) -> bool:  # type: ignore[override]
+        return self.inner.concurrent_batches
+
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         keys = [r.key(self.inner.engine, self.inner.model_id) for r in requests]
         hits = self.cache.get_many(keys)

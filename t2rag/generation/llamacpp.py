@@ -19,6 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from t2rag.generation.base import ChatRequest, Delta, Generation, Generator, Message, log_batch, rejected
 from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.grammar_first import grammar_first
 from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf
 from t2rag.model_loads import record_load
 
@@ -105,7 +106,7 @@ class LlamaCppGenerator(Generator):
         try:
             self._check_fits(llm, request.messages, request.params.max_tokens)
             self._fresh(llm)
-            with _prefill_counter(llm) as evaluated:
+            with _prefill_counter(llm) as evaluated, grammar_first(llm):
                 response = llm.create_chat_completion(**self._arguments(request))
         except ContextOverflow as exc:
             return Generation(text="", prompt_tokens=exc.prompt_tokens, error=str(exc))
@@ -145,7 +146,7 @@ class LlamaCppGenerator(Generator):
                 prompt_tokens = self._check_fits(llm, request.messages, request.params.max_tokens)
                 self._fresh(llm)
                 pieces, finish = [], None
-                with _prefill_counter(llm) as evaluated:
+                with _prefill_counter(llm) as evaluated, grammar_first(llm):
                     for chunk in llm.create_chat_completion(**self._arguments(request), stream=True):
                         choice = chunk["choices"][0]
                         text = (choice.get("delta") or {}).get("content") or ""

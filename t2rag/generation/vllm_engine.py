@@ -7,9 +7,14 @@ from `GeneratorConfig` and are shared with serving (`vllm_engine_kwargs`).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
+import queue
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
 from t2rag.generation.base import ChatRequest, Generation, Generator, SamplingParams, rejected
@@ -69,14 +74,97 @@ def vllm_sampling(params: SamplingParams, constrained_json: bool):
     )
 
 
+_CLOSED = RuntimeError("the vLLM engine was closed")
+
+
+class EngineFeed:
+    """The one thread that drives a `vllm.LLMEngine`: requests submitted from any thread join the running batch at
+    the engine's next step, so a batch never waits for the last sequences of the one before (`LLM.chat` adds one
+    batch and steps until all of it is done). Each request gets a `Future` of its `RequestOutput`; a request the
+    engine refuses as given (too long) gets its `ValueError`, and a failed step fails every request in flight."""
+
+    def __init__(self, engine: Any):
+        self._engine = engine
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting: dict[str, Future] = {}
+        self._ids = itertools.count()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="vllm-engine-feed", daemon=True)
+        self._thread.start()
+
+    def submit(self, prompts: Sequence[tuple[list[int], Any]]) -> list[Future]:
+        """Futures of the outputs of (prompt token ids, `vllm.SamplingParams`) pairs, in order."""
+        futures = []
+        for token_ids, params in prompts:
+            future: Future = Future()
+            if self._closed:
+                future.set_exception(_CLOSED)
+            else:
+                self._inbox.put((f"t2rag-{next(self._ids)}", token_ids, params, future))
+            futures.append(future)
+        return futures
+
+    def in_flight(self) -> int:
+        """Requests the engine holds (running or queued)."""
+        return len(self._waiting)
+
+    def close(self) -> None:
+        self._closed = True
+        self._inbox.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            # Block for new work only when the engine has none; otherwise take what came and step.
+            items = [self._inbox.get()] if not self._waiting else []
+            while not self._inbox.empty():
+                items.append(self._inbox.get())
+            if None in items:
+                for item in items:
+                    if item is not None:
+                        item[3].set_exception(_CLOSED)
+                self._fail(_CLOSED)
+                return
+            for request_id, token_ids, params, future in items:
+                try:
+                    self._engine.add_request(request_id, {"prompt_token_ids": token_ids}, params)
+                except ValueError as exc:
+                    future.set_exception(exc)
+                    continue
+                self._waiting[request_id] = future
+            if not self._waiting:
+                continue
+            try:
+                outputs = self._engine.step()
+            except Exception as exc:  # the engine failed: whatever it held may succeed on a retry
+                self._fail(exc)
+                continue
+            for output in outputs:
+                if output.finished:
+                    self._waiting.pop(output.request_id).set_result(output)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._waiting:
+            with contextlib.suppress(Exception):  # a broken engine may refuse; the futures carry the cause
+                self._engine.abort_request(list(self._waiting))
+        for future in self._waiting.values():
+            future.set_exception(exc)
+        self._waiting.clear()
+
+
 class VLLMGenerator(Generator):
-    """The Generator interface over one in-process vLLM engine."""
+    """The Generator interface over one in-process vLLM engine, fed by `EngineFeed`: `generate` may be called from
+    several threads at once, and their requests share the engine's running batch."""
 
     engine = "vllm"
+    concurrent_batches = True
 
     def __init__(self, config: GeneratorConfig):
         self.config = config
         self._llm: Any = None
+        self._feed: EngineFeed | None = None
+        self._tokenizer: Any = None
+        self._load_lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
@@ -84,42 +172,53 @@ class VLLMGenerator(Generator):
         return f"{self.config.model}{q}"
 
     def load(self) -> None:
-        if self._llm is None:
-            import vllm
+        with self._load_lock:
+            if self._llm is None:
+                import vllm
 
-            os.environ.update(self.config.engine_env)
-            self._llm = vllm.LLM(model=model_source(self.config), **vllm_engine_kwargs(self.config))
-            record_load(self.config.model)
+                os.environ.update(self.config.engine_env)
+                self._llm = vllm.LLM(model=model_source(self.config), **vllm_engine_kwargs(self.config))
+                self._tokenizer = self._llm.get_tokenizer()
+                self._feed = EngineFeed(self._llm.llm_engine)
+                record_load(self.config.model)
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         if not requests:
             return []
         self.load()
+        assert self._feed is not None
         started = time.perf_counter()
-        try:
-            outputs = self._chat(requests)
-        except ValueError as exc:  # a request vLLM refuses as given (too long) fails the whole call
-            if len(requests) == 1:
-                return [Generation(text="", error=rejected(str(exc).splitlines()[0]))]
-            return [g for r in requests for g in self.generate([r])]  # isolate it
-        except Exception as exc:  # the engine failed: every request of the batch may succeed on a retry
-            return [Generation(text="", error=f"vLLM failed: {type(exc).__name__}: {exc}")] * len(requests)
+        futures = self._feed.submit(
+            [(self.prompt_token_ids(r), vllm_sampling(r.params, self.config.constrained_json)) for r in requests]
+        )
+        wait(futures)
         seconds = (time.perf_counter() - started) / len(requests)
-        return [
-            Generation(
-                text=o.outputs[0].text,
-                prompt_tokens=len(o.prompt_token_ids or []),
-                completion_tokens=len(o.outputs[0].token_ids),
-                seconds=seconds,
-                finish_reason=o.outputs[0].finish_reason,
-                cached_prompt_tokens=getattr(o, "num_cached_tokens", None),
-            )
-            for o in outputs
-        ]
+        return [_generation(future, seconds) for future in futures]
 
-    def _chat(self, requests: Sequence[ChatRequest]):
-        params = [vllm_sampling(r.params, self.config.constrained_json) for r in requests]
-        return self._llm.chat([list(r.messages) for r in requests], params, use_tqdm=False)
+    def prompt_token_ids(self, request: ChatRequest) -> list[int]:
+        """The request's messages as `LLM.chat` renders them: the chat template with the generation prompt, then
+        tokenized without special tokens beyond the template's own."""
+        text = self._tokenizer.apply_chat_template(list(request.messages), add_generation_prompt=True, tokenize=False)
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def close(self) -> None:
-        self._llm = None
+        if self._feed is not None:
+            self._feed.close()
+        self._llm = self._feed = self._tokenizer = None
+
+
+def _generation(future: Future, seconds: float) -> Generation:
+    exc = future.exception()
+    if isinstance(exc, ValueError):  # refused as given (too long): a retry would not help
+        return Generation(text="", error=rejected(str(exc).splitlines()[0]))
+    if exc is not None:  # the engine failed: the request may succeed on a retry
+        return Generation(text="", error=f"vLLM failed: {type(exc).__name__}: {exc}")
+    o = future.result()
+    return Generation(
+        text=o.outputs[0].text,
+        prompt_tokens=len(o.prompt_token_ids or []),
+        completion_tokens=len(o.outputs[0].token_ids),
+        seconds=seconds,
+        finish_reason=o.outputs[0].finish_reason,
+        cached_prompt_tokens=getattr(o, "num_cached_tokens", None),
+    )

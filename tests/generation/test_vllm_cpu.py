@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -137,3 +138,36 @@ def test_prompts_sharing_a_context_reuse_it_in_vllms_prefix_cache(tmp_path, monk
     assert len(got) >= 4
     assert all(r["generation_s"] > 0 and r["cached_prompt_tokens"] is not None for r in got)
     assert summary["generation"]["oracle"]["all"]["cached_share"] >= 60
+
+
+def test_a_batch_joins_the_running_one_on_the_real_engine():
+    """Two batches from two threads, as two clients of one replica send them: the short one is answered while the
+    long one still decodes (one `LLM.chat` per batch made it wait for the long one's last token), and each gets
+    the text it gets alone."""
+    from t2rag.generation.base import ChatRequest, SamplingParams
+    from t2rag.generation.config import PRESETS
+    from t2rag.generation.vllm_engine import VLLMGenerator
+
+    essay = ({"role": "user", "content": "Write a long essay on the history of stock exchanges."},)
+    long = ChatRequest(essay, SamplingParams(max_tokens=300))
+    short = [ChatRequest(({"role": "user", "content": f"What is {i} plus {i}?"},), SamplingParams(max_tokens=6))
+             for i in range(3)]  # fmt: skip
+    finished: dict[str, tuple[float, list]] = {}
+
+    def run(name: str, requests: list[ChatRequest]) -> None:
+        out = generator.generate(requests)
+        finished[name] = (time.perf_counter(), out)
+
+    with VLLMGenerator(PRESETS[PRESET]) as generator:
+        [alone_long] = generator.generate([long])
+        alone_short = generator.generate(short)
+        thread = threading.Thread(target=run, args=("long", [long]))
+        thread.start()
+        while generator._feed.in_flight() == 0:
+            time.sleep(0.005)
+        run("short", short)
+        thread.join()
+    assert alone_long.completion_tokens >= 100  # long enough for waiting on it to show
+    assert finished["short"][0] < finished["long"][0]
+    assert [g.text for g in finished["short"][1]] == [g.text for g in alone_short]
+    assert finished["long"][1][0].text == alone_long.text

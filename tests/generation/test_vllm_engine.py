@@ -3,14 +3,17 @@ validation against the installed vLLM."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import wait
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from t2rag.generation.base import SamplingParams
 from t2rag.generation.config import PRESETS
 from t2rag.generation.models import PACKAGED_MODELS
-from t2rag.generation.vllm_engine import model_source, sampling_dict, vllm_engine_kwargs
+from t2rag.generation.vllm_engine import EngineFeed, model_source, sampling_dict, vllm_engine_kwargs
 from t2rag.prompts import ANSWER_SCHEMA
 from tests.conftest import requires_vllm
 
@@ -58,3 +61,75 @@ def test_presets_and_the_paper_config_use_only_options_the_installed_vllm_accept
         assert set(sampling) <= sampling_fields, set(sampling) - sampling_fields
         outputs = StructuredOutputsParams(**structured) if structured else None
         vllm.SamplingParams(**sampling, structured_outputs=outputs)
+
+
+class StepEngine:
+    """The part of `vllm.LLMEngine` that `EngineFeed` drives: a request's params is the number of steps it takes;
+    a prompt of token 0 is refused, and `fail_next` makes the next step raise."""
+
+    def __init__(self):
+        self.left: dict[str, int] = {}
+        self.running_together = 0  # the most requests one step advanced
+        self.fail_next = False
+        self.aborted: list[str] = []
+
+    def add_request(self, request_id, prompt, params):
+        if prompt["prompt_token_ids"] == [0]:
+            raise ValueError("The decoder prompt is longer than the maximum model length")
+        self.left[request_id] = params
+
+    def step(self):
+        time.sleep(0.01)
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("engine core died")
+        self.running_together = max(self.running_together, len(self.left))
+        for request_id in self.left:
+            self.left[request_id] -= 1
+        done = [rid for rid, n in self.left.items() if n <= 0]
+        for rid in done:
+            del self.left[rid]
+        return [SimpleNamespace(request_id=rid, finished=True) for rid in done]
+
+    def abort_request(self, request_ids):
+        self.aborted += request_ids
+        for rid in request_ids:
+            self.left.pop(rid, None)
+
+
+def test_a_batch_joins_the_running_one_instead_of_waiting_for_it():
+    engine = StepEngine()
+    feed = EngineFeed(engine)
+    finished: list[str] = []
+    try:
+        [long] = feed.submit([([1, 2], 50)])
+        long.add_done_callback(lambda _: finished.append("long"))
+        while not engine.left:  # the long request is running
+            time.sleep(0.001)
+        short = feed.submit([([3], 2), ([4], 3)])
+        for future in short:
+            future.add_done_callback(lambda _: finished.append("short"))
+        wait([long, *short], timeout=30)
+        assert finished == ["short", "short", "long"]
+        assert engine.running_together == 3
+    finally:
+        feed.close()
+
+
+def test_a_refused_request_fails_alone_and_a_failed_step_fails_what_is_in_flight():
+    engine = StepEngine()
+    feed = EngineFeed(engine)
+    try:
+        refused, fine = feed.submit([([0], 1), ([5], 1)])
+        assert isinstance(refused.exception(timeout=30), ValueError)
+        assert fine.result(timeout=30).finished
+        engine.fail_next = True
+        broken = feed.submit([([6], 5), ([7], 5)])
+        assert all(isinstance(f.exception(timeout=30), RuntimeError) for f in broken)
+        assert len(engine.aborted) == 2
+        assert feed.submit([([8], 1)])[0].result(timeout=30).finished  # the feed goes on after a failed step
+        assert feed.in_flight() == 0
+    finally:
+        feed.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        feed.submit([([9], 1)])[0].result(timeout=30)

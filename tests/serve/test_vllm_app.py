@@ -6,6 +6,7 @@ no GPU: a `device: cpu` generator needs none."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
@@ -110,3 +111,19 @@ def test_the_openai_client_through_vllm(client):
         openai.OpenAI(base_url=f"{base}/v1", api_key="wrong", max_retries=0).models.list()
     for path in ("/llm/v1/chat/completions", "/v1/chat/completions", "/answer"):
         assert httpx.post(f"{base}{path}", json={}).status_code == 401, path
+
+
+def test_served_replicas_are_picked_by_prefix_unless_reuse_is_off():
+    """The served engine deployment routes by prompt prefix (Serve LLM's own router, which the served tests above
+    go through); `prefix_reuse: false` leaves Serve's default."""
+    from ray.serve.llm.request_router import PrefixCacheAffinityRouter
+
+    from serve.llm import llm_config
+    from t2rag.generation.config import PRESETS
+
+    preset = PRESETS["vllm-cpu-smollm2"]
+    routed = llm_config(preset).deployment_config["request_router_config"]["request_router_class"]
+    module, _, name = routed.rpartition(".")
+    assert getattr(importlib.import_module(module), name) is PrefixCacheAffinityRouter
+    plain = llm_config(preset.model_copy(update={"prefix_reuse": False})).deployment_config
+    assert "request_router_config" not in plain
