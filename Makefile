@@ -49,7 +49,7 @@ $(VLLM_STAMP): pyproject.toml
 	touch $(VLLM_STAMP)
 
 test-vllm: $(VLLM_STAMP)
-	T2RAG_MODELS=$(VLLM_MODELS) T2RAG_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -m vllm
+	T2RAG_MODELS=$(VLLM_MODELS) T2RAG_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -q -m vllm --durations=10
 
 models-1.5b: $(STAMP)
 	$(BIN)/pip install -q --no-deps $(QWEN15_PACKAGES)

@@ -40,8 +40,9 @@ def shared_context_layout(root: Path, contexts: int = 10) -> Path:
     return root
 
 
-def run(data: Path, out: Path, generator: str | dict, reuse: bool) -> dict:
-    """One oracle run with a fresh generation cache: its wall time, token counts and predictions."""
+def run(data: Path, out: Path, generator: str | dict, reuse: bool, prompts: dict | None = None) -> dict:
+    """One oracle run with a fresh generation cache (and `prompts` settings, if given): its wall time, token
+    counts and predictions."""
     from t2rag.config import load_config
     from t2rag.pipeline.local import run_local
     from t2rag.pipeline.records import read_records
@@ -53,6 +54,7 @@ def run(data: Path, out: Path, generator: str | dict, reuse: bool) -> dict:
             "data": {"source": str(data)},
             "methods": ["oracle"],
             "generator": {**spec, "prefix_reuse": reuse},
+            "prompts": prompts or {},
             "out": str(out),
         },
     )

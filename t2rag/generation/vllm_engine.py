@@ -74,7 +74,8 @@ def vllm_sampling(params: SamplingParams, constrained_json: bool):
     )
 
 
-_CLOSED = RuntimeError("the vLLM engine was closed")
+def _closed_error() -> RuntimeError:
+    return RuntimeError("the vLLM engine was closed")
 
 
 class EngineFeed:
@@ -98,7 +99,7 @@ class EngineFeed:
         for token_ids, params in prompts:
             future: Future = Future()
             if self._closed:
-                future.set_exception(_CLOSED)
+                future.set_exception(_closed_error())
             else:
                 self._inbox.put((f"t2rag-{next(self._ids)}", token_ids, params, future))
             futures.append(future)
@@ -122,8 +123,8 @@ class EngineFeed:
             if None in items:
                 for item in items:
                     if item is not None:
-                        item[3].set_exception(_CLOSED)
-                self._fail(_CLOSED)
+                        item[3].set_exception(_closed_error())
+                self._fail(_closed_error())
                 return
             for request_id, token_ids, params, future in items:
                 try:

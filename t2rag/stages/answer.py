@@ -101,7 +101,8 @@ class ParseAnswers(Stage):
         cols: dict[str, list] = {name: [] for name in SCORE_TYPES}
         outputs = batch.column("raw_output").to_pylist()
         tables = column(batch, "table_text")
-        references = batch.column("reference").to_pylist()
+        scored = "reference" in batch.column_names  # without references (served answers) nothing is scored
+        references = column(batch, "reference")
         for text, table, reference in zip(outputs, tables, references, strict=True):
             pred = predict(text or "", table=table)
             cols["formula"].append(pred.formula)
@@ -109,6 +110,6 @@ class ParseAnswers(Stage):
             cols["prediction"].append(pred.value)
             cols["json_ok"].append(pred.json_ok)
             cols["formula_ok"].append(pred.formula_ok)
-            cols["number_match"].append(number_match_one(pred.value, reference))
+            cols["number_match"].append(number_match_one(pred.value, reference) if scored else None)
             cols["reasoning_steps"].append(list(pred.reasoning_steps))
         return with_columns(batch, {name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items()})

@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 #: Short answers: the prompts' prefill is what is measured here.
 SMOLLM2 = {"preset": "smollm2-135m", "n_threads": 2, "sampling": {"max_tokens": 12}}
+CLIPPED = {"max_context_chars": 3000}
 
 
 def _interleaved(root: Path) -> Path:
@@ -40,7 +41,8 @@ def _interleaved(root: Path) -> Path:
 def runs(smollm2_path, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("prefix")
     data = _interleaved(shared_context_layout(root / "data", contexts=2))
-    return {reuse: run(data, root / f"out-{reuse}", SMOLLM2, reuse) for reuse in (False, True)}
+    # Contexts clipped to 3,000 characters: the prefill is halved, and a context still outweighs the system prompt.
+    return {reuse: run(data, root / f"out-{reuse}", SMOLLM2, reuse, CLIPPED) for reuse in (False, True)}
 
 
 def test_prompts_sharing_a_context_reuse_it_and_the_answers_stay(runs) -> None:
