@@ -124,6 +124,7 @@ def main() -> None:
     parser.add_argument("--preset", default="vllm-cpu-smollm2")
     args = parser.parse_args()
 
+    from ray_jobs.generator_service import CLIENTS_PER_REPLICA
     from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
     from t2rag.generation.config import PRESETS
 
@@ -135,8 +136,9 @@ def main() -> None:
     os.environ["T2RAG_CACHE"] = tempfile.mkdtemp()  # the replicas' generation cache starts empty
     start_local_cluster(num_cpus=12, num_gpus=1, log_to_driver=False)  # as `t2rag eval --engine ray` starts one
     off = config.model_copy(update={"prefix_reuse": False})
-    result["service_reuse_off"] = through_service(in_data_order, off, seed=1, in_flight=2)
-    result["service_reuse_on"] = through_service(by_context, config, seed=2, in_flight=2)
+    clients = CLIENTS_PER_REPLICA  # as a run feeds each replica
+    result["service_reuse_off"] = through_service(in_data_order, off, seed=1, in_flight=clients)
+    result["service_reuse_on"] = through_service(by_context, config, seed=2, in_flight=clients)
     result["service_reuse_on_one_batch_at_a_time"] = through_service(by_context, config, seed=3, in_flight=1)
     stop_local_cluster()
     rate = {k: v["prompt_tokens_per_s"] for k, v in result.items() if isinstance(v, dict)}

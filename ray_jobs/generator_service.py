@@ -40,6 +40,8 @@ log = logging.getLogger("t2rag.progress")
 
 #: Batches a replica may hold beyond the least busy one and still get the prompts whose prefix it holds.
 IMBALANCE = 4
+#: Clients (Ray Data actors) per replica, so each replica always has a batch waiting behind the one it runs.
+CLIENTS_PER_REPLICA = 2
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ class GeneratorService:
             "max_restarts": -1,
             "max_task_retries": 0,  # the client retries, on another replica when this one is gone
             # every client may hold a batch here at once (vLLM runs them together), and `pending` still answers
-            "max_concurrency": 2 * s.count + 2,
+            "max_concurrency": CLIENTS_PER_REPLICA * s.count + 2,
             "runtime_env": engine_runtime_env(g) if g.schedules_batches else None,
         }
         for _ in range(s.count):
@@ -293,8 +295,8 @@ def _failed(batch: pa.Table, error: str) -> pa.Table:
 
 
 def place_on_service(ds, service: GeneratorService, config: RunConfig):
-    """`ds` (request rows) through the service: a client pool of two per replica, so each replica always has a
-    batch waiting."""
+    """`ds` (request rows) through the service: a client pool of `CLIENTS_PER_REPLICA` per replica, so each replica
+    always has a batch waiting."""
     import ray
 
     g = config.generator
@@ -308,7 +310,7 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
             "attempts": config.ray.generate_attempts,
             "by_prefix": g.prefix_reuse,
         },
-        compute=ray.data.ActorPoolStrategy(size=2 * len(service.replicas)),
+        compute=ray.data.ActorPoolStrategy(size=CLIENTS_PER_REPLICA * len(service.replicas)),
         num_cpus=0,
         batch_size=batch_size,
         batch_format="pyarrow",
