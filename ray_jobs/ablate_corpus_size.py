@@ -31,6 +31,7 @@ import numpy as np
 
 from ray_jobs.build_index import embed_corpus
 from ray_jobs.common import init_ray
+from ray_jobs.durable import durable
 from t2rag.config import RunConfig, load_config
 from t2rag.data.corpus import Corpus
 from t2rag.data.distractors import extend, load_distractors, synthetic_contexts
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_libraries()
-    config = load_config(args.config)
+    config = durable(load_config(args.config))  # inside a Ray job: refused if its outputs would vanish
     init_ray(config.ray)
     fractions = tuple(float(f) for f in args.fractions.split(","))
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else None

@@ -14,6 +14,7 @@ import argparse
 import logging
 
 from ray_jobs.common import init_ray
+from ray_jobs.durable import durable
 from t2rag.config import RunConfig, load_config
 from t2rag.pipeline.local import run_local
 from t2rag.quiet import quiet_libraries
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_libraries()
-    config = load_config(args.config)
+    config = durable(load_config(args.config))  # inside a Ray job: refused if its outputs would vanish
     init_ray(config.ray)
     for name, path in ablate_embedders(config, parse_models(args.models)).items():
         print(f"{name}: {path}")

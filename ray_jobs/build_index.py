@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ray_jobs.common import init_ray, log_stage_lines, read_meter, stage_meter
+from ray_jobs.durable import durable
 from ray_jobs.generator_service import GeneratorService
 from ray_jobs.placement import place
 from ray_jobs.table_blocks import dataset_from_table
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_libraries()
-    config = load_config(args.config)
+    config = durable(load_config(args.config))  # inside a Ray job: refused if its outputs would vanish
     init_ray(config.ray)
     meter = stage_meter()  # held for the job; the embedding actors report to it
     for entry in build_indexes(config):

@@ -129,8 +129,14 @@ def live_nodes() -> list[Node]:
     """The alive nodes of the cluster this process is connected to."""
     import ray
 
+    return nodes_of_ray(ray.nodes())
+
+
+def nodes_of_ray(described: list[dict]) -> list[Node]:
+    """Nodes from `ray.nodes()`'s description of a cluster: the alive ones, with their CPUs, GPUs and the
+    accelerator type Ray detected (its `accelerator_type:<type>` resource)."""
     out = []
-    for n in ray.nodes():
+    for n in described:
         if not n.get("Alive"):
             continue
         r = n.get("Resources", {})

@@ -99,7 +99,8 @@ def check_cluster_file(path: str | Path, pins: ProjectPins | None = None) -> lis
     """Ray's validation (an error when it fails), then every problem the schema cannot see, one line each."""
     cluster = load_cluster_file(path)
     pins = pins or ProjectPins.installed()
-    problems = _image_problems(cluster, pins)
+    docker = cluster.get("docker") or {}
+    problems = image_problems({docker.get(k) for k in ("image", "head_image", "worker_image")} - {None}, pins)
     commands = [c for key in ("setup_commands", "head_setup_commands", "worker_setup_commands")
                 for c in cluster.get(key) or []]  # fmt: skip
     installs = [m.group("ref") for c in commands for m in PROJECT_INSTALL.finditer(c)]
@@ -116,11 +117,10 @@ def check_cluster_file(path: str | Path, pins: ProjectPins | None = None) -> lis
     return problems
 
 
-def _image_problems(cluster: dict, pins: ProjectPins) -> list[str]:
-    docker = cluster.get("docker") or {}
-    images = {docker.get(k) for k in ("image", "head_image", "worker_image")} - {None}
+def image_problems(images: set[str], pins: ProjectPins) -> list[str]:
+    """What the container images' tags say against the project's pins (Python, Ray, the vLLM of ray-llm)."""
     if not images:
-        return ["no container image (docker.image): nodes would run the host image's Python, Ray and vLLM"]
+        return ["no container image: nodes would run the host image's Python, Ray and vLLM"]
     problems = []
     for image in sorted(images):
         tag = IMAGE_TAG.match(image)

@@ -25,6 +25,7 @@ import time
 
 from ray_jobs.build_index import build_indexes
 from ray_jobs.common import count_loads_on_meter, log_stage_lines, ray_session, read_meter, stage_meter
+from ray_jobs.durable import durable
 from ray_jobs.generator_service import GeneratorService
 from ray_jobs.placement import place, place_together, union
 from ray_jobs.preflight import require_fit
@@ -72,6 +73,7 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
     Then up to `max_attempts` attempts (`run_attempts`) compute what is missing, against one generator service
     held for the whole run: a lost node or a failed job costs its blocks in flight and the next attempt resumes."""
     started = time.time()
+    config = durable(config)  # inside a Ray job: nothing written where it vanishes with the job
     resources = Resources(config, log=StageLog())
     with ray_session(config.ray):
         require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
@@ -124,14 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_libraries()
     try:
-        config = load_config(args.config, {"out": args.out} if args.out else None)
+        config = durable(load_config(args.config, {"out": args.out} if args.out else None))
         with contextlib.redirect_stdout(sys.stderr):  # Ray's forwarded worker lines must not mix with the JSON
             summary = run_ray(config, overwrite=args.overwrite)
     except Exception as exc:  # one line and a non-zero exit: an escaped exception can hang in Ray's hook
         log.debug("the job failed", exc_info=True)
         print(f"ray_jobs.evaluate: error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
         return 2 if isinstance(exc, T2RagError) else 1
-    print(json.dumps(summary))
+    print(json.dumps(summary), flush=True)
+    print(f"ray_jobs.evaluate: results in {config.out} (records/, summary.json; t2rag report {config.out})",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -132,9 +132,15 @@ def local_target(config: RunConfig) -> Target:
 
 
 def cluster_file_target(path: str, max_workers: int | None = None) -> Target:
+    """The largest cluster a Ray cluster launcher file or a KubeRay manifest (RayJob, RayCluster, RayService)
+    can scale to."""
     from ray_jobs.cluster_file import load_cluster_file, nodes_of
+    from ray_jobs.kuberay import is_manifest, load_manifest, nodes_of_manifest
 
-    nodes = nodes_of(load_cluster_file(path), max_workers)
+    if is_manifest(path):
+        nodes = nodes_of_manifest(load_manifest(path), max_workers)
+    else:
+        nodes = nodes_of(load_cluster_file(path), max_workers)
     workers = len(nodes) - 1
     return Target(f"{path} at its largest ({workers} worker node(s); {_sizes(nodes)})", nodes)
 

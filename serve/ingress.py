@@ -285,6 +285,7 @@ class RAGIngress:
             subsets=self.subsets,
             default_subset=self.default_corpus,
             generator=self._model_name(),
+            default_k=self.resources.config.retrieval.k,
             max_k=MAX_K,
         )
 
@@ -295,7 +296,8 @@ class RAGIngress:
         deadline = Deadline(self.settings.retrieval_timeout_s, timeout_ms)
         method = self._method(body.method, retrieving=True)
         corpus = self._corpus(body.subset)
-        ranking = await self._retrieve(method, corpus, body.question, body.k, deadline, texts=body.with_text)
+        k = body.k or self.resources.config.retrieval.k
+        ranking = await self._retrieve(method, corpus, body.question, k, deadline, texts=body.with_text)
         response.headers["Server-Timing"] = server_timing(
             {**ranking.seconds, "total": time.monotonic() - deadline.started}
         )
@@ -501,11 +503,18 @@ class RAGIngress:
         return [n for n, m in self.methods.items() if m.reads != "gold"]
 
     async def _prepare(
-        self, method: Method, subset: str | None, question: str, k: int, context_id: str | None, deadline: Deadline
+        self,
+        method: Method,
+        subset: str | None,
+        question: str,
+        k: int | None,
+        context_id: str | None,
+        deadline: Deadline,
     ) -> Prepared:
         """The answer prompt of one question: retrieval (or the given gold context), `read_contexts` and
-        `answer_prompts` on a one-row batch, as every engine runs them."""
+        `answer_prompts` on a one-row batch, as every engine runs them. `k` None: the run config's."""
         started = time.perf_counter()
+        k = k or self.resources.config.retrieval.k
         corpus = self._corpus(subset)
         if context_id is not None and method.reads != "gold":
             raise BadRequest(f"context_id applies only to method oracle, not {method.name}", param="context_id")

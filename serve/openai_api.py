@@ -60,7 +60,9 @@ class RagOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     subset: str | None = Field(None, description="the subset searched; default: the only one loaded, else all pooled")
-    k: int = Field(3, ge=1, le=MAX_K, description="contexts the generator reads")
+    k: int | None = Field(
+        None, ge=1, le=MAX_K, description="contexts the generator reads; default: the served run config's retrieval.k"
+    )
     context_id: str | None = Field(None, max_length=512, description="the gold context: needed by model `oracle`")
     with_text: bool = Field(False, description="return the contexts' texts in the reply's extension")
 

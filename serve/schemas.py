@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 #: Limits on what one request may ask for.
 MAX_QUESTION_CHARS = 2_000
 MAX_K = 20
-DEFAULT_K = 3
 MAX_BODY_BYTES = 64 * 1024
 MAX_MESSAGES = 32
 MAX_GENERATE_TOKENS = 2_048
@@ -31,7 +30,9 @@ class _QuestionRequest(_Request):
         description=f"the question to retrieve contexts for (1 to {MAX_QUESTION_CHARS:,} characters)",
         examples=["What was the percentage change in net revenue from 2014 to 2015?"],
     )
-    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description=f"how many contexts to return (1 to {MAX_K})")
+    k: int | None = Field(
+        None, ge=1, le=MAX_K, description=f"how many contexts to return (1 to {MAX_K}); default: the app's `default_k`"
+    )
     subset: str | None = Field(
         None,
         description="the subset whose corpus is searched, e.g. FinQA; omitted: the only loaded subset, else all "
@@ -153,6 +154,7 @@ class MethodsResponse(BaseModel):
     subsets: list[str] = Field(description="the loaded subsets; `subset` must be one of these")
     default_subset: str = Field(description="the corpus searched when `subset` is omitted")
     generator: str | None = Field(description="the generator's model, or null when the app has none")
+    default_k: int = Field(description="the `k` of a request that sets none: the served run config's retrieval.k")
     max_k: int = Field(description="the largest allowed `k`")
 
 

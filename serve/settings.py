@@ -23,8 +23,12 @@ log = logging.getLogger(__name__)
 DEFAULT_GENERATOR = "smollm2-135m"
 API_KEY_ENV = "T2RAG_API_KEY"
 NO_GENERATOR = "none"
-#: Served when no methods are named: these answer-only methods (when there is a generator) and the config's methods.
+#: Served when no methods are named: these answer-only methods (when there is a generator), the best retriever
+#: (without a run config) and the config's methods.
 ANSWER_ONLY = ("pretrained_only", "oracle")
+#: The best retriever measured on dev within 3x BM25's cost (configs/best_retrieval.yaml: MRR@3 92.35 where BM25
+#: gets 69-73), served whatever the config's methods.
+BEST_RETRIEVER = "bm25_meta"
 
 
 class Autoscaling(BaseModel):
@@ -57,7 +61,9 @@ class ServeSettings(BaseModel):
     data: str | None = Field(None, description="hub id, local directory or s3:// prefix; None: the bundled sample")
     subsets: list[str] | None = Field(None, description="subsets to load; None: all present")
     methods: list[str] | None = Field(
-        None, description="methods to serve; None: pretrained_only, oracle and the run config's methods"
+        None,
+        description=f"methods to serve; None: pretrained_only, oracle and the run config's methods ({BEST_RETRIEVER} "
+        "and the default methods without a config)",
     )
     generator: str | dict[str, Any] | None = Field(
         None,
@@ -155,7 +161,9 @@ class ServeSettings(BaseModel):
     def served_methods(self, config: RunConfig) -> list[Method]:
         """The methods this app serves; those that cannot run online are refused (named) or skipped (defaults)."""
         explicit = self.methods is not None
-        implied = [*ANSWER_ONLY, *config.methods] if config.generator is not None else list(config.methods)
+        answer_only = ANSWER_ONLY if config.generator is not None else ()
+        best = (BEST_RETRIEVER,) if self.config is None else ()  # a config's methods are served as it names them
+        implied = [*answer_only, *best, *config.methods]
         names = list(self.methods) if explicit else implied
         served: list[Method] = []
         for name in dict.fromkeys(names):

@@ -194,8 +194,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides)
     if args.cluster:
         from ray_jobs.cluster_file import check_cluster_file
+        from ray_jobs.kuberay import check_manifest, is_manifest, load_manifest
 
-        for problem in check_cluster_file(args.cluster):
+        if is_manifest(args.cluster):
+            problems = check_manifest(load_manifest(args.cluster))
+        else:
+            problems = check_cluster_file(args.cluster)
+        for problem in problems:
             print(f"t2rag: warning: {args.cluster}: {problem}", file=sys.stderr)
         target = cluster_file_target(args.cluster, args.max_workers)
     elif args.address:
@@ -329,7 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--config", default=None, help="YAML run config")
     add_data_args(pl)
     target = pl.add_mutually_exclusive_group()
-    target.add_argument("--cluster", default=None, help="a Ray cluster launcher file: plan against its largest size")
+    target.add_argument(
+        "--cluster",
+        default=None,
+        help="a Ray cluster launcher file, or a KubeRay RayJob, RayCluster or RayService manifest: plan against the "
+        "largest cluster it can scale to",
+    )
     target.add_argument("--address", default=None, help="a running Ray cluster (e.g. ray://head:10001 or auto)")
     pl.add_argument("--max-workers", type=int, default=None, help="with --cluster: at most this many worker nodes")
     pl.add_argument("--price-per-gpu-hour", type=float, default=None, help="price of one GPU-hour, for the cost")

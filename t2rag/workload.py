@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from t2rag.config import RunConfig
 from t2rag.methods import get_method
 from t2rag.pipeline.plan import WorkGroup
-from t2rag.prompts import Prompts
+from t2rag.prompts import CLIP_MARKER, Prompts
 from t2rag.resources import Resources
 
 
@@ -105,8 +105,8 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
     def tokens(chars: float) -> int:
         return round(chars / chars_per_token)
 
-    hyde_overhead = _chars(prompts.hyde(""))
-    system_chars = _chars(prompts.answer("", [])[:1])
+    hyde_overhead = _chars(prompts.hyde(STAND_IN)) - len(STAND_IN)
+    system_chars = _chars(prompts.answer(STAND_IN, [])[:1])
     reuse = config.generator is not None and config.generator.prefix_reuse
     cells: dict[tuple[str, str], dict] = {}
     for group in work:
@@ -127,11 +127,10 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
                 count, each = {"none": (0, 0.0), "gold": (1, clipped[subset]),
                                "retrieved_context": (k, clipped[subset]),
                                "retrieved_summary": (k, summary_chars)}[method.reads]  # fmt: skip
-                # Contexts enter the prompt by characters only: stand-ins of the mean length, each clipped as a
-                # real one is.
-                contexts = ["x" * round(each)] * count
-                chars = n * _chars(prompts.answer("", contexts)) + question_chars
-                computed = _computed_chars(prompts, contexts, rows, n, chars, system_chars) if reuse else chars
+                # Contexts enter the prompt by characters only: the prompt around `count` excerpts, plus each
+                # excerpt's mean length as the prompt shows it (clipped).
+                chars = n * (_answer_overhead(prompts, count) + count * each) + question_chars
+                computed = _computed_chars(prompts, count, each, rows, n, chars, system_chars) if reuse else chars
                 cell["answers"] += Generation(n, tokens(chars), n * answer_tokens, tokens(computed))
     methods = [
         MethodWork(
@@ -157,8 +156,8 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
         if method.searches_vectors:
             for corpus in corpora.values():
                 passages[f"{corpus.name}/{method.index_texts}"] = len(corpus)
-    passage_tokens = {
-        f"{c.name}/{t}": (clipped[s] if t == "context" else summary_chars) / chars_per_token
+    passage_tokens = {  # an embedder reads whole contexts (up to its own window), not the prompts' cut ones
+        f"{c.name}/{t}": (_mean_length(c.texts) if t == "context" else summary_chars) / chars_per_token
         for s, c in corpora.items()
         for t in ("context", "summary")
         if f"{c.name}/{t}" in passages
@@ -168,14 +167,14 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
     return Workload(methods, summaries, passages, passage_tokens, question_chars / chars_per_token, chars_per_token)
 
 
-def _computed_chars(prompts: Prompts, contexts: list[str], rows, n: int, chars: float, system_chars: int) -> float:
+def _computed_chars(prompts: Prompts, count: int, each: float, rows, n: int, chars: float, system_chars: int) -> float:
     """Characters of `n` answer prompts an engine computes when the prompts that share a prefix run together: the
     system prompt once, and the leading context once per gold context among the rows. That context is the gold
     one for the oracle; for a retrieving method it is assumed to be, which holds for the questions its retriever
     ranks first correctly (the rest share less, and methods that lead with the same context share more)."""
-    if not contexts:
+    if not count:
         return chars - (n - 1) * system_chars
-    leading = _chars(prompts.answer("", contexts)) - _chars(prompts.answer("", contexts[1:] or [""]))
+    leading = _answer_overhead(prompts, count) - _answer_overhead(prompts, max(count - 1, 1)) + each
     distinct = int(pc.count_distinct(rows.column("context_id")).as_py() or 0)
     return chars - (n - 1) * system_chars - (n - distinct) * leading
 
@@ -196,9 +195,22 @@ def _chars(messages) -> int:
     return sum(len(m["content"]) for m in messages)
 
 
+#: A one-character question: templates are stripped once filled, so an empty one would lose their trailing space.
+STAND_IN = "?"
+
+
+def _answer_overhead(prompts: Prompts, count: int) -> int:
+    """Characters of an answer prompt around its question and `count` excerpts' texts."""
+    return _chars(prompts.answer(STAND_IN, [""] * count)) - len(STAND_IN)
+
+
+def _mean_length(texts: list[str]) -> float:
+    return float(np.mean([len(t) for t in texts])) if texts else 0.0
+
+
 def _mean_clipped(texts: list[str], prompts: Prompts) -> float:
-    """Mean characters of a context as a prompt shows it (clipped to `max_context_chars`)."""
+    """Mean characters of a context as a prompt shows it (cut to `max_context_chars`, with the cut's marker)."""
     if not texts:
         return 0.0
-    limit = prompts.config.max_context_chars
-    return float(np.mean([min(len(t), limit) for t in texts]))
+    limit, marker = prompts.config.max_context_chars, len(CLIP_MARKER)
+    return float(np.mean([len(t) if len(t) <= limit else limit + marker for t in texts]))

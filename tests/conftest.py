@@ -252,8 +252,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """End the process with the session's status, without Python's teardown, once every report is written, when
     this process ran Ray. Ray's native threads (gRPC, GCS client, core worker I/O) from the clusters the tests
     start and stop here outlive `ray.shutdown()`, and the teardown can free what they still use
-    (ray-project/ray#31145): a session ended "727 passed" and then died of SIGSEGV, failing the command."""
-    if "ray" in sys.modules:
+    (ray-project/ray#31145): a session ended "727 passed" and then died of SIGSEGV, failing the command. Not
+    under mutmut (`make mutation`), which runs one pytest session per mutant inside its own process."""
+    if "ray" in sys.modules and "mutmut" not in sys.modules:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_session_status)

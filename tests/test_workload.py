@@ -13,7 +13,7 @@ from t2rag.workload import measure_workload
 METHODS = ["pretrained_only", "oracle", "base", "hyde", "summarization"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # per test: mutation testing (`make mutation`) maps each test to the code it runs
 def measured():
     config = load_config(None, {"methods": METHODS, "generator": "qwen2.5-0.5b", "limit": 5})
     resources = Resources(config)
@@ -110,3 +110,93 @@ def test_prompt_tokens_to_compute_count_each_shared_prefix_once():
     assert (
         measure_workload(off, resources, work, answer_tokens=100).total("answers").to_compute == answers.prompt_tokens
     )
+
+
+def _rows(work, method: str, subset: str):
+    for group in work:
+        rows = group.rows.filter(pc.and_(pc.equal(group.rows.column("method"), method),
+                                         pc.equal(group.rows.column("subset"), subset)))  # fmt: skip
+        if rows.num_rows and group.stages[-1] == "parse_answers":
+            return rows
+    raise AssertionError(f"no answered rows of {method} on {subset}")
+
+
+def test_hyde_documents_are_counted_from_their_real_prompts(measured):
+    config, resources, work, workload = measured
+    prompts, ratio = resources.prompts, config.estimate.chars_per_token
+    questions = _rows(work, "hyde", "FinQA").column("question").to_pylist()
+    chars = sum(sum(len(m["content"]) for m in prompts.hyde(q)) for q in questions)
+    hyde = _cell(workload, "hyde", "FinQA").hyde
+    assert (hyde.prompts, hyde.prompt_tokens) == (5, round(chars / ratio))
+    assert hyde.output_tokens == 5 * prompts.config.hyde_max_tokens
+
+
+def test_summarization_reads_k_summaries_and_summaries_read_each_context(measured):
+    """Its answer prompts hold k summaries of at most `summary_max_tokens` each (what a summary may be); the
+    summaries' prompts are the summarize prompt over each real context, each writing `summary_max_tokens`."""
+    config, resources, work, workload = measured
+    prompts, ratio, k = resources.prompts, config.estimate.chars_per_token, config.retrieval.k
+    summary = "s" * round(prompts.config.summary_max_tokens * ratio)
+    questions = _rows(work, "summarization", "FinQA").column("question").to_pylist()
+    chars = sum(sum(len(m["content"]) for m in prompts.answer(q, [summary] * k)) for q in questions)
+    answers = _cell(workload, "summarization", "FinQA").answers
+    assert answers.prompt_tokens == round(chars / ratio) and answers.output_tokens == 5 * 100
+    corpus = resources.corpus("FinQA")
+    chars = sum(sum(len(m["content"]) for m in prompts.summarize(t)) for t in corpus.texts)
+    summaries = workload.summaries["FinQA"]
+    assert summaries.prompt_tokens == pytest.approx(chars / ratio, rel=0.01)
+    assert summaries.output_tokens == len(corpus) * prompts.config.summary_max_tokens
+
+
+def test_contexts_are_counted_as_clipped_by_max_context_chars():
+    """Every FinQA context is longer than 300 characters: cut, each counts exactly 300 and the cut's marker in the
+    oracle's prompts; the passages a dense method embeds are whole."""
+    config = load_config(None, {"methods": ["oracle", "base"], "generator": "qwen2.5-0.5b", "limit": 5,
+                                "data": {"subsets": ["FinQA"]}, "prompts": {"max_context_chars": 300}})  # fmt: skip
+    resources = Resources(config)
+    assert min(len(t) for t in resources.corpus("FinQA").texts) > 300
+    work = plan_work(config, resources.questions)
+    workload = measure_workload(config, resources, work, answer_tokens=100)
+    prompts, ratio = resources.prompts, config.estimate.chars_per_token
+    rows = _rows(work, "oracle", "FinQA")
+    pairs = zip(rows.column("question").to_pylist(), rows.column("gold_context").to_pylist(), strict=True)
+    chars = sum(sum(len(m["content"]) for m in prompts.answer(q, [c])) for q, c in pairs)
+    assert _cell(workload, "oracle", "FinQA").answers.prompt_tokens == round(chars / ratio)
+    texts = resources.corpus("FinQA").texts
+    assert workload.passage_tokens["FinQA/context"] == pytest.approx(sum(map(len, texts)) / len(texts) / ratio)
+
+
+def test_reranked_pairs_dense_queries_and_question_tokens():
+    """A reranker scores pool_factor x k pairs per question; only dense methods embed their questions; the mean
+    question's tokens are its characters over the ratio."""
+    config = load_config(None, {"methods": ["bm25", "reranker", "base"], "retrieval_only": True, "limit": 5,
+                                "data": {"subsets": ["FinQA"]}})  # fmt: skip
+    resources = Resources(config)
+    workload = measure_workload(config, resources, plan_work(config, resources.questions), answer_tokens=100)
+    questions = resources.questions.scored().column("question").to_pylist()
+    per_question = config.retrieval.reranker.pool_factor * config.retrieval.k
+    assert _cell(workload, "reranker", "FinQA").reranked_pairs == len(questions) * per_question
+    assert _cell(workload, "bm25", "FinQA").reranked_pairs == 0 and _cell(workload, "bm25", "FinQA").dense_queries == 0
+    assert _cell(workload, "base", "FinQA").dense_queries == _cell(workload, "reranker", "FinQA").retrievals
+    ratio = config.estimate.chars_per_token
+    assert workload.question_tokens == pytest.approx(sum(map(len, questions)) / len(questions) / ratio)
+    assert workload.summaries == {} and set(workload.passages) == {"FinQA/context"}
+
+
+def test_prompts_sharing_a_prefix_compute_it_once_per_method(measured):
+    """Pretrained-only prompts share their system prompt alone: all but the first skip it. Base-RAG's share the
+    system prompt and, per gold context, its leading excerpt (assumed retrieved first)."""
+    config, resources, work, workload = measured
+    prompts, ratio = resources.prompts, config.estimate.chars_per_token
+    system = len(prompts.answer("?", [])[0]["content"])
+    pretrained = _cell(workload, "pretrained_only", "FinQA").answers
+    assert abs(pretrained.computed_tokens - (pretrained.prompt_tokens - 4 * system / ratio)) <= 1
+    base = _cell(workload, "base", "FinQA").answers
+    rows = _rows(work, "base", "FinQA")
+    distinct = len(set(rows.column("context_id").to_pylist()))
+    assert distinct == 5  # five questions of five contexts: nothing shared beyond the system prompt
+    assert abs(base.computed_tokens - (base.prompt_tokens - 4 * system / ratio)) <= 1
+    total = workload.total("answers")
+    assert total.prompts == sum(m.answers.prompts for m in workload.methods)
+    assert total.output_tokens == sum(m.answers.output_tokens for m in workload.methods)
+    assert total.to_compute == sum(m.answers.to_compute for m in workload.methods)

@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from concurrent.futures import Future, wait
 from typing import Any
 
+from t2rag.errors import EngineRefused, one_line
 from t2rag.generation.base import ChatRequest, Generation, Generator, SamplingParams, rejected
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.models import PACKAGED_MODELS
+from t2rag.model_access import loading
 from t2rag.model_loads import record_load
 
 
@@ -178,7 +180,12 @@ class VLLMGenerator(Generator):
                 import vllm
 
                 os.environ.update(self.config.engine_env)
-                self._llm = vllm.LLM(model=model_source(self.config), **vllm_engine_kwargs(self.config))
+                source = model_source(self.config)
+                with loading(self.config.model, source):
+                    try:
+                        self._llm = vllm.LLM(model=source, **vllm_engine_kwargs(self.config))
+                    except (ValueError, TypeError) as exc:  # argument validation: the same on every retry
+                        raise EngineRefused(f"vLLM refused the generator config: {one_line(exc)}") from exc
                 self._tokenizer = self._llm.get_tokenizer()
                 self._feed = EngineFeed(self._llm.llm_engine)
                 record_load(self.config.model)

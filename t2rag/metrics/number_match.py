@@ -44,18 +44,18 @@ def number_match(
     ref = np.abs(to_float_array(references))
     if pred.shape != ref.shape:
         raise ValueError(f"predictions ({pred.shape}) and references ({ref.shape}) differ in length")
-    valid = ~np.isnan(pred) & ~np.isnan(ref)
-    both_small = valid & (pred < epsilon) & (ref < epsilon)
-    positive = valid & (pred > 0) & (ref > 0)
+    matches = (pred < epsilon) & (ref < epsilon)  # NaN compares False: a missing number never matches
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = np.where(positive, pred / np.where(positive, ref, 1.0), 1.0)
-        positive &= np.isfinite(ratio) & (ratio > 0)
-        ratio = np.where(positive, ratio, 1.0)
-        log_ratio = np.log10(ratio)
+        ratio = pred / ref
+    scaled = np.isfinite(ratio) & (ratio > 0)  # zero, overflow and NaN on either side have no power of ten
+    r = ratio[scaled]
+    log_ratio = np.log10(r)
+    with np.errstate(over="ignore"):
         shift = np.power(10.0, -np.round(log_ratio))
-        # For subnormal ratios 10^-n overflows; 10^(log10(r) - n) is the same number computed without it.
-        q = np.where(np.isfinite(shift), ratio * shift, np.power(10.0, log_ratio - np.round(log_ratio)))
-    return both_small | (positive & (np.abs(q - 1.0) < epsilon))
+    # For subnormal ratios 10^-n overflows; 10^(log10(r) - n) is the same number computed without it.
+    q = np.where(np.isfinite(shift), r * shift, np.power(10.0, log_ratio - np.round(log_ratio)))
+    matches[scaled] |= np.abs(q - 1.0) < epsilon
+    return matches
 
 
 def number_match_one(prediction: object, reference: object, epsilon: float = EPSILON) -> bool:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
 from t2rag.data import QuestionSet
-from t2rag.errors import ConfigError, InputError, T2RagError, one_line
+from t2rag.errors import ConfigError, InputError, T2RagError, one_line, permanent_error
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
 from t2rag.pipeline.manifest import build_manifest, read_json, write_json
@@ -107,8 +107,9 @@ def run_attempts(
     Each attempt first releases the records whose generation failed for a reason a retry may fix
     (`release_failed`: a failed row is not done), then computes the rows without a record (`compute(done)`). An
     attempt that raises (a lost node, a dead engine, a failed job) is logged with what failed and how many rows are
-    left, and the next one goes on; when the last one raises, the run ends with `RunIncomplete`. Errors of the
-    user's making (`T2RagError`) and interrupts end the run at once."""
+    left, and the next one goes on; when the last one raises, the run ends with `RunIncomplete`. Errors no retry
+    mends (`T2RagError`: a bad config, a model that cannot be loaded, also when a Ray worker raised it) and
+    interrupts end the run at once."""
     stats = Attempts()
     for attempt in range(1, max_attempts + 1):
         released = release_failed(config.out)
@@ -126,6 +127,9 @@ def run_attempts(
         except (T2RagError, KeyboardInterrupt):
             raise
         except Exception as exc:
+            permanent = permanent_error(exc)  # e.g. a model an actor could not load: the same in every attempt
+            if permanent is not None:
+                raise permanent from exc
             stats.faults.append(f"attempt {attempt}: {type(exc).__name__}: {one_line(exc)}")
             log.warning("attempt %d of %d failed: %s", attempt, max_attempts, stats.faults[-1])
             if attempt == max_attempts:

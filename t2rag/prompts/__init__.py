@@ -52,6 +52,10 @@ def _read(name: str, override: str | None) -> str:
     return resources.files(__package__).joinpath(f"{name}.md").read_text()
 
 
+#: What ends a context cut to `max_context_chars`.
+CLIP_MARKER = "\n[... excerpt shortened ...]"
+
+
 def _fill(template: str, **values: str) -> str:
     out = template
     for key, value in values.items():
@@ -68,7 +72,7 @@ class Prompts:
 
     def _clip(self, text: str) -> str:
         limit = self.config.max_context_chars
-        return text if len(text) <= limit else text[:limit] + "\n[... excerpt shortened ...]"
+        return text if len(text) <= limit else text[:limit] + CLIP_MARKER
 
     def format_contexts(self, contexts: list[str]) -> str:
         return "\n\n".join(f"### Excerpt {i}\n{self._clip(c)}" for i, c in enumerate(contexts, 1))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from t2rag.model_access import loading
 from t2rag.retrieval.embedder import EmbedderConfig, resolve_model_path
 from t2rag.retrieval.token_batches import WindowTokenizer
 
@@ -20,7 +21,8 @@ from t2rag.retrieval.token_batches import WindowTokenizer
 def _load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+    with loading(path):
+        return AutoTokenizer.from_pretrained(path)
 
 
 def sentence_transformers_window(path: str) -> int | None:

@@ -17,6 +17,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from t2rag.model_access import loading
 from t2rag.model_loads import record_load
 from t2rag.retrieval.hashing_embedder import HASHING_MODEL, HashingEmbedder
 from t2rag.retrieval.token_batches import TokenBatch, WindowTokenizer, token_batches
@@ -105,7 +106,8 @@ def _load_model(name: str, path: str, device: str, dtype: str | None):
 
     kwargs = {"model_kwargs": {"torch_dtype": getattr(torch, model_dtype(device, dtype))}}
     start = time.perf_counter()
-    model = SentenceTransformer(path, device=device, **kwargs)
+    with loading(name, path):
+        model = SentenceTransformer(path, device=device, **kwargs)
     record_load(name)
     log.info("loaded embedder %s on %s in %.1fs", path, model.device, time.perf_counter() - start)
     return model

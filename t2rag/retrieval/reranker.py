@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from t2rag.data.corpus import Corpus
+from t2rag.model_access import loading
 from t2rag.model_loads import record_load
 from t2rag.retrieval.base import Hits
 from t2rag.retrieval.embedder import default_device, model_dtype, resolve_model_path
@@ -49,13 +50,16 @@ def _load_cross_encoder(name: str, path: str, num_labels: int | None, max_length
         "device": device,
         "model_kwargs": {"torch_dtype": getattr(torch, model_dtype(device, dtype))},
     }
+    with loading(name, path):
+        if not num_labels:
+            model = CrossEncoder(path, **kwargs)
+        else:
+            # A fresh scoring head is random: seed it so every process (driver, actors, replicas) builds the same.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                model = CrossEncoder(path, num_labels=num_labels, **kwargs)
     record_load(name)
-    if not num_labels:
-        return CrossEncoder(path, **kwargs)
-    # A fresh scoring head is random: seed it so every process (driver, actors, replicas) builds the same one.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return CrossEncoder(path, num_labels=num_labels, **kwargs)
+    return model
 
 
 class CrossEncoderScorer:

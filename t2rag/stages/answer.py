@@ -32,14 +32,17 @@ class ReadContexts(Stage):
         ranked = column(batch, "context_ids")
         gold = column(batch, "gold_context")
         ks = row_k(batch, self.config.retrieval.k)
-        for (method_name, subset), rows in groups(batch, "method", "subset"):
-            method = get_method(method_name)
+        keys = ("method", "subset") if "subset" in batch.column_names else ("method",)
+        for key, rows in groups(batch, *keys):
+            method, subset = get_method(key[0]), key[-1] if len(key) > 1 else None
             if method.reads == "none":
                 set_rows(texts, rows, [[] for _ in rows])
                 continue
             if method.reads == "gold":
                 set_rows(texts, rows, [[gold[i]] for i in rows])
                 continue
+            if subset is None:
+                raise ValueError(f"read_contexts: rows of method {method.name} need their subset (a `subset` column)")
             corpus = self.resources.corpus(subset)
             if method.reads == "retrieved_summary":
                 corpus = self.resources.context_summary_corpus(corpus)

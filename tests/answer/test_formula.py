@@ -276,3 +276,31 @@ def test_non_string_table_is_ignored() -> None:
 
 def test_formula_error_is_value_error() -> None:
     assert issubclass(FormulaError, ValueError)
+
+
+ROW_NAMES_TABLE = """| item | 2019 | 2018 |
+|---|---|---|
+| XeroX | 4 | 6 |
+| net sales, end of year | 10 | 30 |
+| revenue ((adjusted)) | 7 | 9 |
+| 'quoted' | 1 | 3 |
+"""
+
+
+@pytest.mark.parametrize(
+    ("formula", "expected"),
+    [
+        ("table_max(XeroX, none)", 6.0),  # a name starting and ending with the same letter is not quoted
+        ("table_sum(net sales, end of year)", 40.0),  # the comma belongs to the row: no "none" after it
+        ("table_sum(net sales, end of year,none)", 40.0),  # "none" right after the comma
+        ("table_average(revenue ((adjusted)), none)", 8.0),  # nested parentheses in the name
+        ("table_min(\"'quoted'\", none)", 1.0),  # the outer quotes are the formula's, the inner the row's
+        ("table_max('net sales, end of year', none)", 30.0),
+        ("exp(1, 1000)", 1.0),  # the largest exponent allowed
+        ("exp(2, 1001)", None),
+        ("exp(2, -1001)", None),
+    ],
+)
+def test_row_names_and_limits(formula: str, expected: float | None) -> None:
+    got = evaluate_formula(formula, ROW_NAMES_TABLE)
+    assert got == (None if expected is None else approx(expected))

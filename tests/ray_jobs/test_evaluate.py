@@ -13,6 +13,7 @@ from pathlib import Path
 
 import boto3
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from ray_jobs import evaluate
@@ -106,9 +107,10 @@ def _kill_replica_once(services: list, records_dir: Path, done: threading.Event,
     deadline = time.time() + 240
     while time.time() < deadline and not done.is_set():
         if services and services[0]._replicas and records_dir.exists() and any(records_dir.glob("*.parquet")):
+            written = sum(pq.ParquetFile(f).metadata.num_rows for f in records_dir.glob("*.parquet"))
             for replica in services[0]._replicas:
                 ray.kill(replica, no_restart=False)
-                killed.append(replica)
+                killed.append(written)  # records written when the kill came
             return
         time.sleep(0.2)
 
@@ -139,6 +141,7 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
         done.set()
         killer.join()
     assert killed, "the generator replica was never killed mid-run"
+    assert killed[0] < 12  # generation was still going on: most records came after the kill
     records = read_records(str(out))
     ids = records.column("id").to_pylist()
     assert len(ids) == len(set(ids)) == 12  # the seeded sample of both subsets, complete and without duplicates

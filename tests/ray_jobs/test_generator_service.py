@@ -113,10 +113,13 @@ def test_rows_whose_generation_failed_are_retried_and_end_correct(ray_local, tin
 
 def test_a_generator_that_stops_answering_is_detected_in_time(ray_local, tiny_data, tmp_path, caplog):
     """The engine's first call never returns: after `engine_timeout_s` the replica counts as hung, is restarted,
-    and the batch goes again; the run finishes instead of waiting on it."""
+    and the batch goes again; the run finishes instead of waiting on it. Nothing else may end the wait: the server
+    holds the call an hour and the HTTP client would wait as long."""
     started = time.monotonic()
-    with FaultyServer(hang_first=True) as url:
-        summary = run_ray(_config(tiny_data, tmp_path / "run", url, engine_timeout_s=8.0))
+    with FaultyServer(hang_first=True, hang_s=3600) as url:
+        config = _config(tiny_data, tmp_path / "run", url, engine_timeout_s=8.0)
+        config = config.model_copy(update={"generator": config.generator.model_copy(update={"timeout_s": 3600.0})})
+        summary = run_ray(config)
     assert time.monotonic() - started < 200
     records = read_records(str(tmp_path / "run"))
     assert records.num_rows == 6 and records.column("generation_error").null_count == 6

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 
+import pyarrow.parquet as pq
 import pytest
 
 from ray_jobs import evaluate
@@ -109,6 +110,7 @@ def test_losing_the_generators_node_mid_run_finishes_without_a_rerun(cluster, ti
         time.sleep(0.2)
     holder = ray.get(services[0]._replicas[0].where.remote(), timeout=60)["node_id"]
     (lost,) = [w for w in workers if w.node_id == holder]
+    written = sum(pq.ParquetFile(f).metadata.num_rows for f in (out / "records").glob("*.parquet"))
     c.remove_node(lost, allow_graceful=False)
     time.sleep(5)
     c.add_node(**WORKER)  # the replacement node (in the main thread: it installs signal handlers)
@@ -119,6 +121,7 @@ def test_losing_the_generators_node_mid_run_finishes_without_a_rerun(cluster, ti
     summary = result["summary"]
     assert summary["methods"] == whole["methods"]  # the metrics of the uninterrupted run
     assert _records(out) == _records(tmp_path / "whole")
+    assert written < len(_records(out))  # the node went while generation was still going on
     assert summary["attempts"]["still_failed"] == 0
     # One engine per replica start: the first, and the restart on the replacement node.
     assert whole["model_loads"]["smollm2-135m"] == 1 and summary["model_loads"]["smollm2-135m"] == 2

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ray_jobs.preflight import cluster_file_target, make_plan, render
+from ray_jobs.capacity import Node
+from ray_jobs.preflight import Target, cluster_file_target, make_plan, render
 from t2rag.cli import main
 from t2rag.config import load_config
 
@@ -36,6 +37,58 @@ def test_the_paper_config_fits_one_8_gpu_node_with_its_resources_loads_and_estim
                               "cross-encoder/ms-marco-MiniLM-L-6-v2"}  # fmt: skip
     text = render(plan)
     assert "Fits: yes" in text and "Model loads: casperhansen/llama-3.3-70b-instruct-awq x6" in text
+
+
+def _paper_plan(nodes=None, **generator):
+    config = load_config(
+        ROOT / "configs/paper_table3.yaml", {**SAMPLE, "generator": generator} if generator else SAMPLE
+    )
+    target = cluster_file_target(str(ROOT / "cluster.yaml"), max_workers=1)
+    return make_plan(config, target if nodes is None else Target("test nodes", nodes))
+
+
+def _evaluation_times(plan) -> list[float]:
+    """The evaluation's pools and the generator service's HyDE and answers: they run at once."""
+    pools = plan.estimate.pools
+    return [t.seconds for t in pools if t.pool.phase == "evaluate" or (t.pool.phase == "run" and "answers" in t.note)]
+
+
+def test_the_estimate_waits_for_the_slowest_evaluation_pool_and_indexes_one_pool_after_another():
+    plan = _paper_plan()
+    e, times = plan.estimate, _evaluation_times(plan)
+    assert len([t for t in times if t > 0]) == 3 and e.phases["evaluate"] == max(times) < sum(times)
+    index = [t.seconds for t in e.pools if t.pool.phase == "index" or t.note.startswith("summaries")]
+    assert len([t for t in index if t > 0]) == 2 and e.phases["index"] == pytest.approx(sum(index)) != max(index)
+    assert e.wall_s == pytest.approx(e.phases["index"] + e.phases["evaluate"])
+    # The service's 6 GPUs are held all along, the other two pools' GPUs while they work: between 6 and 8 GPUs.
+    assert 6 * e.wall_s / 3600 < e.gpu_hours < 8 * e.wall_s / 3600
+
+
+def test_more_generator_replicas_share_its_work():
+    """The answers' generation time (the first generation part carries the one model load) halves with twice
+    the replicas."""
+    six, twelve = (_paper_plan(nodes=[Node("big", 400, 16, "H100")], replicas=n) for n in (6, 12))
+    answers = [next(t.seconds for t in p.estimate.pools if t.pool.role == "generator" and "answers" in t.note)
+               for p in (six, twelve)]  # fmt: skip
+    assert answers[0] == pytest.approx(2 * answers[1])
+
+
+def test_the_generator_service_is_placed_with_every_index_pool_and_with_the_evaluation():
+    """The run's six single-GPU engines are held while the passages are embedded (one GPU) and while queries are
+    embedded and contexts reranked (one GPU each): 7 GPUs index but cannot evaluate, 6 cannot index either."""
+    seven = _paper_plan(nodes=[Node("head", 8, 0), Node("gpus", 64, 7, "H100")])
+    assert [fit.fits for fit in seven.fits.values()] == [True, True, False]  # two index pools, then the evaluation
+    refusal = seven.refusal
+    assert (
+        refusal.startswith("the run cannot be placed: the evaluate pool")
+        and "the cluster has 72 CPUs and 7 GPUs" in refusal
+    )
+    text = render(seven)
+    assert f"Fits: NO: {refusal}" in text and "Fits: yes" not in text
+    six = _paper_plan(nodes=[Node("head", 8, 0), Node("gpus", 64, 6, "H100")])
+    (passages,) = [fit for phase, fit in six.fits.items() if "embed_passages" in phase]
+    assert not passages.fits and passages.pool.role == "passages"
+    assert [fit.fits for phase, fit in six.fits.items() if "embed_passages" not in phase] == [True, False]
 
 
 def _needs_two_gpus(tmp_path) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from t2rag.config import load_config
@@ -163,3 +165,41 @@ def test_a_broken_reference_is_one_clear_error(tmp_path):
 )
 def test_corpus_size_trend(points, trend):
     assert corpus_size_trend(points) == trend
+
+
+TABLES = Path(__file__).parent / "paper-tables.md"  # the project's transcription of the paper's tables
+METHODS = {"Pretrained-Only": "pretrained_only", "Oracle Context": "oracle", "Base-RAG": "base",
+           "Hybrid BM25": "hybrid_bm25", "Reranker": "reranker", "HyDE": "hyde", "Summarization": "summarization",
+           "SumContext": "sumcontext"}  # fmt: skip
+METRICS = {"NM": "number_match", "MRR@3": "mrr@3", "R@1": "recall@1", "R@3": "recall@3"}
+GENERATORS = ("llama-3.3-70b-awq", "qwq-32b-awq")  # Table 5 is one table for both
+
+
+def _printed_cells():
+    """(generator, method, subset, metric, value) of every cell of Tables 3 and 5 as the transcription prints it."""
+    generator, header = None, None
+    for line in TABLES.read_text().splitlines():
+        if line.startswith(("Llama 3.3-70B", "QwQ-32B", "## Table 5")):
+            generator = {"L": ["llama-3.3-70b-awq"], "Q": ["qwq-32b-awq"]}.get(line[0], list(GENERATORS))
+        if not line.startswith("| ") or generator is None:
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == "method":
+            header = [c.rsplit(" ", 1) for c in cells[1:]]
+            continue
+        if header is None or cells[0] not in METHODS:
+            continue
+        for (subset, metric), text in zip(header, cells[1:], strict=True):
+            value = None if text == "-" else float(text)
+            for g in generator:
+                yield g, METHODS[cells[0]], subset, METRICS[metric], value
+
+
+def test_every_cell_is_the_transcribed_tables():
+    """Each of Table 3's and Table 5's cells against the transcription, so a one-point typo in a cell that no
+    weighted average would reveal (ConvFinQA holds a tenth of the questions) is caught."""
+    paper, checked = load_paper(), 0
+    for generator, method, subset, metric, printed in _printed_cells():
+        assert paper.value(generator, method, subset, metric) == printed, (generator, method, subset, metric)
+        checked += 1
+    assert checked == 2 * 8 * 10 + 2 * 6 * 10

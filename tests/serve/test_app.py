@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pyarrow as pa
 import pytest
 
 from tests.serve import serve_on_loopback
@@ -46,7 +47,10 @@ def settings(data_dir, short_system_prompt):
         subsets=[SUBSET],
         methods=["pretrained_only", "oracle", "bm25", "base"],
         generator={"preset": "smollm2-135m", "n_ctx": 2048, "n_threads": 1, "sampling": {"max_tokens": 64}},
-        overrides={"prompts": {"max_context_chars": 800, "answer_system": short_system_prompt}},
+        overrides={
+            "prompts": {"max_context_chars": 800, "answer_system": short_system_prompt},
+            "retrieval": {"k": 4},  # what a request without k gets (not the schema's 3 of old)
+        },
         retrieval_timeout_s=20,
         generation_timeout_s=90,
         body_timeout_s=2,
@@ -177,6 +181,7 @@ def test_health_and_methods(client):
     by_name = {m["name"]: m for m in info["methods"]}
     assert list(by_name) == ["pretrained_only", "oracle", "bm25", "base"]
     assert info["subsets"] == [SUBSET] and info["default_subset"] == SUBSET and info["max_k"] == 20
+    assert info["default_k"] == 4  # the run config's retrieval.k
     assert info["generator"] == "smollm2-135m"
     assert by_name["bm25"]["retrieves"] and not by_name["bm25"]["needs_generator"]
     assert by_name["oracle"]["needs_context_id"] and by_name["oracle"]["endpoints"] == ["/answer"]
@@ -187,7 +192,8 @@ def test_openapi_documents_every_route(client):
     schema = client.get("/openapi.json").json()
     assert {"/health", "/ready", "/methods", "/retrieve", "/answer", "/generate"} <= set(schema["paths"])
     retrieve = schema["components"]["schemas"]["RetrieveRequest"]["properties"]
-    assert retrieve["k"]["maximum"] == 20 and retrieve["question"]["maxLength"] == 2000
+    (k,) = [t for t in retrieve["k"]["anyOf"] if t["type"] == "integer"]  # or null: the app's default_k
+    assert k["maximum"] == 20 and retrieve["question"]["maxLength"] == 2000
     assert all(field.get("description") for field in retrieve.values())
     assert "504" in schema["paths"]["/answer"]["post"]["responses"]
 
@@ -212,19 +218,29 @@ def test_retrieve_ranks_like_the_in_process_core(client, questions, reference, m
         assert {"queue", "retrieve", "total"} <= set(timing) and float(timing["total"]) > 0
 
 
-def test_retrieve_defaults_to_k3_and_the_loaded_subset(client, questions, reference):
+def test_retrieve_defaults_to_the_configs_k_and_the_loaded_subset(client, questions, reference):
     response = client.post("/retrieve", json={"question": questions[0]["question"], "method": "bm25"})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["subset"] == SUBSET and [c["context_id"] for c in body["contexts"]] == reference["bm25"][0][0][:3]
+    assert body["subset"] == SUBSET and [c["context_id"] for c in body["contexts"]] == reference["bm25"][0][0][:4]
 
 
 def _check_answer(body: dict, method: str, n_contexts: int) -> None:
-    assert body["method"] == method and body["subset"] == SUBSET
-    assert body["prediction"] is None or math.isfinite(body["prediction"])
-    assert isinstance(body["reasoning_steps"], list) and all(isinstance(s, str) for s in body["reasoning_steps"])
-    assert body["formula"] is None or isinstance(body["formula"], str)
-    assert isinstance(body["json_ok"], bool) and body["raw_output"]
+    """The reply's shape, and its answer as the batch engine's `parse_answers` reads the same generation over the
+    same contexts' tables."""
+    from t2rag.config import load_config
+    from t2rag.resources import Resources
+    from t2rag.stages import built
+    from t2rag.stages.base import run_chain
+
+    assert body["method"] == method and body["subset"] == SUBSET and body["raw_output"]
+    table_text = "\n\n".join(c["text"] for c in body["contexts"]) or None
+    batch = pa.table({"raw_output": [body["raw_output"]], "table_text": pa.array([table_text], pa.string())})
+    parsed = run_chain(built(Resources(load_config(None)), ("parse_answers",)), batch).to_pylist()[0]
+    finite = parsed["prediction"] is not None and math.isfinite(parsed["prediction"])
+    assert body["prediction"] == (parsed["prediction"] if finite else None)
+    assert body["reasoning_steps"] == parsed["reasoning_steps"] and body["formula"] == parsed["formula"]
+    assert body["json_ok"] is parsed["json_ok"] and body["prediction_source"] == parsed["prediction_source"]
     assert len(body["contexts"]) == n_contexts
     assert body["usage"]["completion_tokens"] > 0 and body["usage"]["prompt_tokens"] > 0
     timings = body["timings"]

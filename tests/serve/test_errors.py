@@ -77,7 +77,9 @@ def reason(response, status: int) -> str:
 
 
 def test_valid_request_passes(client):
-    assert client.post("/retrieve", json={"question": "q", "method": "bm25"}).json() == {"k": 3, "method": "bm25"}
+    # No k: the app's default (its run config's retrieval.k) applies further in.
+    assert client.post("/retrieve", json={"question": "q", "method": "bm25"}).json() == {"k": None, "method": "bm25"}
+    assert client.post("/retrieve", json={"question": "q", "method": "bm25", "k": 4}).json()["k"] == 4
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ SmolLM2-135M (llama.cpp) as the generator, behind an API key.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 
@@ -13,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from t2rag.answer.readable import number_text
 from tests.serve import serve_on_loopback
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
@@ -73,8 +75,12 @@ def test_a_chat_completion_answers_with_the_rag_parts_beside(client, served):
     rag = reply.model_extra["t2rag"]
     assert rag["method"] == "bm25" and len(rag["contexts"]) == 3
     assert all(c["subset"] == SUBSET and "text" not in c for c in rag["contexts"])
-    if rag.get("prediction") is not None:
-        assert choice.message.content.rstrip().split("Answer: ")[-1].split(" ")[0] != ""
+    # The reply ends with the parsed answer, whether or not a number could be read.
+    stated = choice.message.content.rstrip().rsplit("Answer: ", 1)[-1]
+    if rag.get("prediction") is None:
+        assert stated == "no number could be read"
+    else:
+        assert stated.split(" (formula: ")[0] == number_text(rag["prediction"])
 
 
 def test_the_streamed_reply_is_the_reply_in_pieces(client, served):
@@ -159,7 +165,8 @@ def test_one_key_guards_every_route(served, key):
 
 
 def test_the_chat_route_ranks_and_answers_as_the_core(client, served):
-    """Same rankings as the batch engine's stages, and the same parsed answer as /answer (greedy)."""
+    """Same rankings as the batch engine's stages; the same generation as /answer (greedy), parsed as the batch
+    engine's `parse_answers` parses it."""
     import pyarrow as pa
 
     from serve.retrieval import index_lock
@@ -177,7 +184,20 @@ def test_the_chat_route_ranks_and_answers_as_the_core(client, served):
         answer = httpx.post(
             f"{served['url']}/answer", json={"method": "bm25", "question": question}, headers=_auth(KEY), timeout=180
         ).json()
-        assert rag.get("prediction") == answer["prediction"] and rag["raw_output"] == answer["raw_output"]
+        assert rag["raw_output"] == answer["raw_output"]
+        retrieved = httpx.post(
+            f"{served['url']}/retrieve",
+            json={"method": "bm25", "question": question, "with_text": True},
+            headers=_auth(KEY),
+            timeout=60,
+        ).json()
+        table_text = "\n\n".join(c["text"] for c in retrieved["contexts"])
+        batch = pa.table({"raw_output": [rag["raw_output"]], "table_text": [table_text]})
+        parsed = engine.apply(("parse_answers",), batch).to_pylist()[0]
+        finite = parsed["prediction"] is not None and math.isfinite(parsed["prediction"])
+        batch_prediction = parsed["prediction"] if finite else None
+        assert rag.get("prediction") == answer["prediction"] == batch_prediction
+        assert rag.get("formula") == parsed["formula"] and rag.get("prediction_source") == parsed["prediction_source"]
 
 
 def test_langchain_chat_openai_drives_the_served_rag(served):

@@ -1,0 +1,212 @@
+"""The mutations issue 40 found surviving the tests, each applied to the code in turn, with the test that must now
+fail: proof that each test can fail when its feature breaks.
+
+    python bench/named_mutations.py [--only SUBSTRING] [--vllm]
+
+For each mutation: the source edit is applied (and always undone), the named tests run in a fresh pytest process,
+and the mutation counts as caught when they fail. Prints a markdown table; exits 1 if any mutation survives.
+The vLLM one needs the CPU build (`make vllm`) and runs with `--vllm`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    what: str
+    edits: tuple[tuple[str, str, str], ...]  # (file, text, replacement); the text must occur exactly once
+    tests: tuple[str, ...]
+    vllm: bool = False
+
+
+MUTATIONS = [
+    Mutation(
+        "plan: the evaluation's time summed over its pools instead of its slowest",
+        (("ray_jobs/preflight.py", "else max(t.seconds for t in evaluate)", "else sum(t.seconds for t in evaluate)"),),
+        ("tests/ray_jobs/test_preflight.py::test_the_estimate_waits_for_the_slowest_evaluation_pool_and_indexes_one_pool_after_another",),
+    ),
+    Mutation(
+        "plan: the generator's rate not scaled by its replicas",
+        (("ray_jobs/preflight.py", "scale = pool.actors * (pool.gpus", "scale = 1 * (pool.gpus"),),
+        ("tests/ray_jobs/test_preflight.py::test_more_generator_replicas_share_its_work",),
+    ),
+    Mutation(
+        "check_fit: index pools placed without the held generator",
+        (("ray_jobs/preflight.py", "fit([*held, p], nodes)", "fit([p], nodes)"),),
+        ("tests/ray_jobs/test_preflight.py::test_the_generator_service_is_placed_with_every_index_pool_and_with_the_evaluation",),
+    ),
+    Mutation(
+        "check_fit: evaluation pools placed without the held generator",
+        (("ray_jobs/preflight.py", "fit([*held, *evaluate], nodes)", "fit([*evaluate], nodes)"),),
+        ("tests/ray_jobs/test_preflight.py::test_the_generator_service_is_placed_with_every_index_pool_and_with_the_evaluation",),
+    ),
+    Mutation(
+        "plan text: 'Fits: yes' whatever the fit",
+        (("ray_jobs/preflight.py", "lines.append(f\"Fits: {'yes' if refusal is None else 'NO: ' + refusal}\")",
+          "lines.append(\"Fits: yes\")"),),
+        ("tests/ray_jobs/test_preflight.py::test_the_generator_service_is_placed_with_every_index_pool_and_with_the_evaluation",),
+    ),
+    Mutation(
+        "declarations: the rerank stage declared on another pool kind",
+        (("t2rag/stages/rerank.py", 'pool = "rerank"', 'pool = "light"'),),
+        ("tests/stages/test_declarations.py::test_every_stage_class_has_its_place_and_its_pool",),
+    ),
+    Mutation(
+        "declarations: parse_answers never adds a column it declares (formula_ok)",
+        (("t2rag/stages/answer.py", "{name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items()}",
+          '{name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items() if name != "formula_ok"}'),),
+        ("tests/stages/test_declarations.py::test_each_stage_adds_what_it_declares_on_every_chain",),
+    ),
+    Mutation(
+        "declarations: parse_answers needs its optional `reference` column (the KeyError of old)",
+        (("t2rag/stages/answer.py", 'references = column(batch, "reference")',
+          'references = batch.column("reference").to_pylist()'),),
+        ("tests/stages/test_declarations.py::test_each_stage_adds_what_it_declares_on_every_chain",),
+    ),
+    Mutation(
+        "declarations: read_contexts needs its optional `subset` column (found by the strengthened test)",
+        (("t2rag/stages/answer.py", 'keys = ("method", "subset") if "subset" in batch.column_names else ("method",)',
+          'keys = ("method", "subset")'),),
+        ("tests/stages/test_declarations.py::test_each_stage_adds_what_it_declares_on_every_chain",),
+    ),
+    Mutation(
+        "vector store: flat=True ignored on a table with an ANN index",
+        (("t2rag/retrieval/vector_store.py", "if flat or not self.uses_ann:", "if not self.uses_ann:"),),
+        ("tests/retrieval/test_vector_store.py::test_an_ann_index_above_the_size_searches_through_it",),
+    ),
+    Mutation(
+        "vector store: the reported recall@10 measured against the ANN search itself",
+        (("t2rag/retrieval/vector_store.py", "exact, _ = self.search(probes, 10, flat=True)",
+          "exact, _ = self.search(probes, 10)"),),
+        ("tests/retrieval/test_vector_store.py::test_an_ann_index_above_the_size_searches_through_it",),
+    ),
+    Mutation(
+        "extract: no repair budget",
+        (("t2rag/answer/extract.py", "if close is not None and close - position < repair_budget:",
+          "if close is not None:"),),
+        ("tests/answer/test_extract.py::test_pathological_inputs_are_fast_enough",),
+    ),
+    Mutation(
+        "workload: summarization's answers read k whole contexts instead of k summaries",
+        (("t2rag/workload.py", '"retrieved_summary": (k, summary_chars)}', '"retrieved_summary": (k, clipped[subset])}'),),
+        ("tests/test_workload.py::test_summarization_reads_k_summaries_and_summaries_read_each_context",),
+    ),
+    Mutation(
+        "workload: HyDE prompts counted without their template",
+        (("t2rag/workload.py", "chars = n * hyde_overhead + question_chars", "chars = question_chars"),),
+        ("tests/test_workload.py::test_hyde_documents_are_counted_from_their_real_prompts",),
+    ),
+    Mutation(
+        "workload: contexts counted whole, not cut to max_context_chars",
+        (("t2rag/workload.py", "len(t) if len(t) <= limit else limit + marker for t in texts", "len(t) for t in texts"),),
+        ("tests/test_workload.py::test_contexts_are_counted_as_clipped_by_max_context_chars",),
+    ),
+    Mutation(
+        "paper reference: a one-point typo no weighted average reveals (ConvFinQA 47.4 -> 48.4)",
+        (("t2rag/reference/paper.yaml", "ConvFinQA: {number_match: 47.4,", "ConvFinQA: {number_match: 48.4,"),),
+        ("tests/reference/test_paper.py::test_every_cell_is_the_transcribed_tables",),
+    ),
+    Mutation(
+        "generator service: a hung engine never timed out",
+        (("ray_jobs/generator_service.py", "return ray.get(replica.generate.remote(batch), timeout=self.timeout_s)",
+          "return ray.get(replica.generate.remote(batch))"),
+         ("ray_jobs/generator_service.py", "done.append(ray.get(ref, timeout=self.timeout_s))",
+          "done.append(ray.get(ref))")),
+        ("tests/ray_jobs/test_generator_service.py::test_a_generator_that_stops_answering_is_detected_in_time",),
+    ),
+    Mutation(
+        "served chat: the stated answer is the raw float, not the parsed answer as written",
+        (("t2rag/answer/readable.py", 'answer = f"Answer: {number_text(prediction)}"', 'answer = f"Answer: {prediction!r}"'),),
+        ("tests/serve/test_openai.py::test_a_chat_completion_answers_with_the_rag_parts_beside",),
+    ),
+    Mutation(
+        "served parsing (shared by /answer and the chat route) reads a cut generation",
+        (("serve/ingress.py", "{name: pa.array([value]) for name, value in generation.items()}",
+          '{name: pa.array([value[:-8] if name == "raw_output" else value]) for name, value in generation.items()}'),),
+        ("tests/serve/test_openai.py::test_the_chat_route_ranks_and_answers_as_the_core",),
+    ),
+    Mutation(
+        "/answer: the prediction dropped",
+        (("serve/ingress.py", "            prediction=prediction if prediction is not None and math.isfinite(prediction) else None,",
+          "            prediction=None,"),),
+        ("tests/serve/test_app.py::test_answer_with_retrieval", "tests/serve/test_app.py::test_answer_oracle_reads_the_given_context"),
+    ),
+    Mutation(
+        "vLLM: the batch run reads no number where the served one does",
+        (("t2rag/stages/answer.py", "cols[\"prediction\"].append(pred.value)",
+          "cols[\"prediction\"].append(float('nan') if batch.num_rows > 1 else pred.value)"),),
+        ("tests/generation/test_vllm_cpu.py::test_records_equal_those_through_vllm_serve",),
+        vllm=True,
+    ),
+]  # fmt: skip
+
+
+def apply(mutation: Mutation) -> dict[Path, str]:
+    """Apply the edits; the original texts by file, for `restore`."""
+    originals: dict[Path, str] = {}
+    for name, old, new in mutation.edits:
+        path = ROOT / name
+        originals.setdefault(path, path.read_text())
+        current = path.read_text()
+        if current.count(old) != 1:
+            restore(originals)
+            raise SystemExit(f"{name}: the text to mutate occurs {current.count(old)} times: {old!r}")
+        path.write_text(current.replace(old, new))
+    return originals
+
+
+def restore(originals: dict[Path, str]) -> None:
+    for path, text in originals.items():
+        path.write_text(text)
+
+
+def run_tests(mutation: Mutation, timeout_s: int) -> tuple[bool, float, str]:
+    """Whether the tests failed under the mutation, the seconds they took, and their last line."""
+    python = ROOT / ".venv-vllm/bin/python" if mutation.vllm else Path(sys.executable)
+    env = dict(os.environ)
+    if mutation.vllm:
+        env.update(T2RAG_MODELS=str(ROOT / ".venv-vllm/models"), T2RAG_REQUIRE_VLLM="1")
+    started = time.monotonic()
+    cmd = [str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", f"--timeout={timeout_s}", *mutation.tests]
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s + 120)
+    except subprocess.TimeoutExpired:
+        return True, time.monotonic() - started, "killed after the time limit (the tests hung)"
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    return done.returncode != 0, time.monotonic() - started, lines[-1] if lines else done.stderr[-200:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=None, help="only the mutations whose description contains this")
+    parser.add_argument("--vllm", action="store_true", help="also the mutation checked by the vLLM CPU suite")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per mutation's tests")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if (args.vllm or not m.vllm) and (args.only is None or args.only in m.what)]
+    print("| mutation | test that must fail | caught | seconds | last line |")
+    print("|---|---|---|---:|---|")
+    survived = 0
+    for mutation in chosen:
+        originals = apply(mutation)
+        try:
+            caught, seconds, last = run_tests(mutation, args.timeout)
+        finally:
+            restore(originals)
+        survived += not caught
+        tests = ", ".join(t.split("::")[-1] for t in mutation.tests)
+        print(f"| {mutation.what} | {tests} | {'yes' if caught else 'NO'} | {seconds:.0f} | {last[:100]} |", flush=True)
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
