@@ -127,12 +127,13 @@ MUTATIONS = [
     Mutation(
         "served chat: the stated answer is the raw float, not the parsed answer as written",
         (("t2rag/answer/readable.py", 'answer = f"Answer: {number_text(prediction)}"', 'answer = f"Answer: {prediction!r}"'),),
-        ("tests/serve/test_openai.py::test_a_chat_completion_answers_with_the_rag_parts_beside",),
+        ("tests/answer/test_readable.py::test_the_reply_ends_with_the_answer_as_written",
+         "tests/serve/test_openai.py::test_a_chat_completion_answers_with_the_rag_parts_beside"),
     ),
     Mutation(
-        "served parsing (shared by /answer and the chat route) reads a cut generation",
+        "served parsing (shared by /answer and the chat route) reads an empty answer instead of the generation",
         (("serve/ingress.py", "{name: pa.array([value]) for name, value in generation.items()}",
-          '{name: pa.array([value[:-8] if name == "raw_output" else value]) for name, value in generation.items()}'),),
+          '{name: pa.array(["{}" if name == "raw_output" else value]) for name, value in generation.items()}'),),
         ("tests/serve/test_openai.py::test_the_chat_route_ranks_and_answers_as_the_core",),
     ),
     Mutation(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from t2rag.scoring import Predictions, prediction_records, score_predictions
@@ -91,6 +92,7 @@ def test_every_file_kind_reads_to_the_same_predictions(sample, tmp_path):
                "prediction": [1.5, None], "number_match": [True, None]}  # fmt: skip
     (tmp_path / "run" / "records").mkdir(parents=True)
     pq.write_table(pa.table(records), tmp_path / "run" / "records" / "part-0.parquet")
+    (tmp_path / "run" / "summary.json").write_text("{}")  # a run's other files are not records
     for where in (tmp_path / "run", tmp_path / "run" / "records"):
         got = read_predictions(str(where))
         assert got.method == ["m", "m"] and got.records["number_match"] == [True, None] and got.origin == str(where)
@@ -133,3 +135,16 @@ def test_methods_counts_and_unknown_rows(sample, caplog):
     assert "g: 1 rows of the file name no question" in caplog.text
     with pytest.raises(Exception, match="2 duplicate ids"):
         prediction_records(sample, Predictions([ids[0], ids[0], ids[1], ids[1]], prediction=[1] * 4, origin="d"), True)
+
+
+def test_the_summary_shapes_with_and_without_methods(sample):
+    ids = _ids(sample, 2)
+    nothing = score_predictions(sample, Predictions(["nope"], prediction=[1.0], origin="x"), only_predicted=True)
+    assert nothing["subsets"] == {} and nothing["weighted"] == {"questions": 0}
+    assert nothing["predictions"]["unknown"] == 1
+    gold = _column_by_id(sample, "context_id")
+    ranked = Predictions(ids, context_ids=[[gold[i]] for i in ids], method=["m", "m"], origin="x")
+    out = score_predictions(sample, ranked, retrieval_metrics=("mrr@2",), only_predicted=True)
+    assert set(out) == {"methods", "predictions"} and out["predictions"]["m"]["answered"] == 2
+    assert out["methods"]["m"]["weighted"]["mrr@2"] == 100.0 and "mrr@3" not in out["methods"]["m"]["weighted"]
+    assert ranked.rows(np.array([True, False])).origin == "x" and ranked.rows(np.array([False, True])).ids == [ids[1]]

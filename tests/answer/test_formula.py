@@ -304,3 +304,18 @@ ROW_NAMES_TABLE = """| item | 2019 | 2018 |
 def test_row_names_and_limits(formula: str, expected: float | None) -> None:
     got = evaluate_formula(formula, ROW_NAMES_TABLE)
     assert got == (None if expected is None else approx(expected))
+
+
+def test_depth_is_nesting_not_length_and_the_fallback_pass_keeps_the_table():
+    """Sixty groups side by side are not nested sixty deep; sixty deep is too deep, however many groups came
+    before. The second reading of a formula (commas as separators) still has the table."""
+    assert evaluate_formula("+".join(["(1)"] * 60)) == 60.0
+    assert evaluate_formula("+".join(["add(1, 1)"] * 60)) == 120.0
+    assert evaluate_formula("+".join(["exp(1, 2)"] * 60)) == 60.0
+    assert evaluate_formula("+".join(["(1)"] * 60) + "+" + "(" * 60 + "1" + ")" * 60) is None
+    assert evaluate_formula("add(1,234) + table_max(XeroX, none)", ROW_NAMES_TABLE) == 241.0
+
+
+def test_constants_of_up_to_300_digits():
+    assert evaluate_formula("const_" + "1" * 300) == approx(float("1" * 300))
+    assert evaluate_formula("const_" + "1" * 301) is None

@@ -247,7 +247,8 @@ def test_float_repr_round_trip(value: float) -> None:
 )
 def test_the_magnitude_pattern_reads_numbers_and_their_scale(text, grouping, groups) -> None:
     """The pattern itself (the parser compiles it once at import): what it takes whole, and its named groups."""
-    match = re.compile(magnitude_pattern(grouping), re.IGNORECASE).fullmatch(text)
+    pattern = magnitude_pattern() if grouping else magnitude_pattern(grouping=False)  # grouping is the default
+    match = re.compile(pattern, re.IGNORECASE).fullmatch(text)
     if groups is None:
         assert match is None
     else:

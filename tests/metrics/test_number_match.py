@@ -115,3 +115,19 @@ def test_the_callers_arrays_are_left_alone():
     assert preds[1] == np.inf  # not overwritten with NaN in place
     assert number_match(np.array([3, 0]), [3.0, 0.0]).tolist() == [True, True]  # integer arrays too
     assert number_match(np.array([None, 3.0], dtype=object), [1.0, 3.0]).tolist() == [False, True]
+
+
+def test_no_numpy_warnings_on_zeros_overflow_subnormals_and_missing_values():
+    """Zero on either side, a ratio that overflows, a subnormal ratio and NaN are decided without NumPy's
+    divide, overflow or invalid warnings (under `-W error` they would be errors)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = number_match([0.0, 5.0, 1e308, 1e-310, float("nan"), 1.0, 2.0], [5.0, 0.0, 1e-300, 1.0, 1.0, 1.0, 2.0])
+    assert got.tolist() == [False, False, False, True, False, True, True]  # 1e-310 is 10^-310 times 1
+
+
+def test_numeric_text_in_an_object_array_is_read_one_by_one():
+    got = number_match(np.array(["n/a", "2.5", None], dtype=object), [1.0, 2.5, 1.0])
+    assert got.tolist() == [False, True, False]

@@ -81,3 +81,32 @@ def test_no_questions_is_no_score_quietly():
         warnings.simplefilter("error")
         assert math.isnan(mrr_at_k(np.array([], dtype=np.int64), 3))
         assert math.isnan(recall_at_k(np.array([], dtype=np.int64), 3))
+
+
+@pytest.mark.parametrize("name", ["mrr@0", "foo@3", "mrr@", "mrr", "recall@3@4", "ndcg@x"])
+def test_a_metric_name_must_be_a_known_metric_at_a_positive_k(name):
+    from t2rag.metrics.retrieval import parse_metric
+
+    with pytest.raises(ValueError, match=rf"unknown retrieval metric '{name}' \(use mrr@k, recall@k or ndcg@k\)"):
+        parse_metric(name)
+
+
+def test_gold_ranks_read_every_form_of_ranked_lists():
+    import pyarrow as pa
+
+    from t2rag.metrics.retrieval import gold_ranks, hits_at_k
+
+    lists, gold, want = [["a", "b"], None, ["c"], []], ["b", "x", "d", "e"], [2, 0, 0, 0]
+    got = gold_ranks(lists, gold)
+    assert got.tolist() == want and got.dtype == np.int64
+    typed = pa.list_(pa.string())
+    assert gold_ranks(pa.array(lists, typed), np.array(gold, dtype=object)).tolist() == want
+    chunked = pa.chunked_array([pa.array(lists[:2], typed), pa.array(lists[2:], typed)])
+    assert gold_ranks(chunked, gold).tolist() == want
+    assert gold_ranks(pa.chunked_array([], typed), []).tolist() == []
+    assert gold_ranks([[1, 2]], ["2"]).tolist() == [2]  # ids given as numbers are compared as text
+    assert gold_ranks(pa.array([[1, 2]], pa.list_(pa.int64())), ["2"]).tolist() == [2]
+    assert gold_ranks(pa.chunked_array([pa.array([[3, 1]], pa.list_(pa.int64()))]), ["1"]).tolist() == [2]
+    with pytest.raises(ValueError, match="2 ranked lists but 1 gold ids"):
+        gold_ranks([["a"], ["b"]], ["a"])
+    assert hits_at_k(np.array([0, 1, 3]), 2).dtype == np.float64

@@ -75,9 +75,20 @@ def test_what_a_refusal_says_and_counts():
     assert exact.reason == "needs 1 CPU and 1 GPU on one node, and the pools placed before it hold the rest"
     big = fit([actors(1, 9)], [Node("a", 8, 0), Node("b", 8, 0)])
     assert big.reason == "needs 9 CPU on one node; the largest node has 8 CPUs and 0 GPUs"
-    assert fit([actors(1, 1)], []).reason == "alone needs 1 CPUs; the cluster has 0"
+    assert fit([actors(2, 4)], []).reason == "alone needs 8 CPUs; the cluster has 0"
+    assert fit([actors(1, 0)], []).reason == "has no node to run on"
+    # All of the cluster's GPUs, two of them taken first by another pool: not "alone".
+    taken = fit([actors(1, 1, 1), vllm(2, 1, "H100")], cluster)
+    assert taken.reason == "needs 1 CPU and 1 GPU on one node, and the pools placed before it hold the rest"
+    one_gpu = fit([actors(1, 1, 1), actors(1, 1, 1)], [Node("n", 8, 1), Node("m", 1, 0)])
+    assert one_gpu.reason == "needs 1 CPU and 1 GPU on one node, and the pools placed before it hold the rest"
+    fours = fit([actors(2, 4)], [Node("a", 4, 0), Node("b", 2, 0), Node("c", 2, 0), Node("d", 1, 0)])
+    assert fours.reason == "needs 4 CPU on one node, and the pools placed before it hold the rest"
+    nothing = fit([], [Node("n", 0.5, 0)])
+    assert (nothing.fits, nothing.pool, nothing.available) == (False, None, {"CPU": 0.5, "GPU": 0})
     tasks = fit([actors(1, 1), actors(2, 3.5)], [Node("n", 8, 0)])
-    assert tasks.pool == actors(2, 3.5) and tasks.needed == {"CPU": 9.0, "GPU": 0.0}  # the last pool named
+    assert tasks.fits is False and tasks.pool == actors(2, 3.5)  # the last pool named
+    assert tasks.needed == {"CPU": 9.0, "GPU": 0.0} and tasks.available == {"CPU": 8, "GPU": 0}
     ok = fit([actors(1, 1, 1)], cluster)
     assert ok.message() == "fits" and ok.needed == {"CPU": 2.0, "GPU": 1.0} and ok.available == {"CPU": 8, "GPU": 2}
 
@@ -95,5 +106,7 @@ def test_the_alive_nodes_of_a_cluster_as_ray_describes_them():
         {"Alive": True, "NodeManagerAddress": "10.0.0.2",
          "Resources": {"CPU": 192.0, "GPU": 8.0, "accelerator_type:H100": 1.0}},
         {"Alive": False, "NodeManagerAddress": "10.0.0.3", "Resources": {"CPU": 192.0, "GPU": 8.0}},
+        {"Alive": True},  # a node that reports nothing yet
     ]  # fmt: skip
-    assert nodes_of_ray(described) == [Node("10.0.0.1", 16.0, 0.0, None), Node("10.0.0.2", 192.0, 8.0, "H100")]
+    assert nodes_of_ray(described) == [Node("10.0.0.1", 16.0, 0.0, None), Node("10.0.0.2", 192.0, 8.0, "H100"),
+                                       Node("?", 0.0, 0.0, None)]  # fmt: skip
