@@ -36,6 +36,11 @@ def _is_uri(path: str) -> bool:
     return "://" in path
 
 
+def _relative(path: str) -> bool:
+    """A local path that resolves against the current directory."""
+    return not _is_uri(path) and not Path(path).expanduser().is_absolute()
+
+
 def resolve_storage(config: RunConfig) -> RunConfig:
     """The config with relative `out` and `retrieval.index_uri` resolved under `T2RAG_STORAGE` when it is set."""
     root = os.environ.get(STORAGE_ENV)
@@ -44,10 +49,10 @@ def resolve_storage(config: RunConfig) -> RunConfig:
     if not (is_s3(root) or Path(root).is_absolute()):
         raise ConfigError(f"{STORAGE_ENV}={root!r}: give an s3:// prefix or an absolute path")
     update: dict = {}
-    if not _is_uri(config.out) and not Path(config.out).expanduser().is_absolute():
+    if _relative(config.out):
         update["out"] = join(root, config.out)
     index_uri = config.retrieval.index_uri
-    if index_uri and not _is_uri(index_uri) and not Path(index_uri).expanduser().is_absolute():
+    if index_uri and _relative(index_uri):
         update["retrieval"] = config.retrieval.model_copy(update={"index_uri": join(root, index_uri)})
     return config.model_copy(update=update) if update else config
 
@@ -57,10 +62,10 @@ def vanishing(path: str, cwd: Path | None = None) -> bool:
     job's working directory (Ray's temporary copy)."""
     if _is_uri(path):
         return False
-    local = Path(path).expanduser()
-    if not local.is_absolute():
+    if _relative(path):
         return True
-    return "working_dir" in _job_runtime_env() and local.resolve().is_relative_to((cwd or Path.cwd()).resolve())
+    local = Path(path).expanduser().resolve()
+    return "working_dir" in _job_runtime_env() and local.is_relative_to((cwd or Path.cwd()).resolve())
 
 
 def _job_runtime_env() -> dict:
@@ -76,7 +81,11 @@ def durable(config: RunConfig) -> RunConfig:
     config = resolve_storage(config)
     if not in_ray_job():
         return config
-    places = {"out": config.out, "retrieval.index_uri": config.retrieval.index_uri, "T2RAG_CACHE": _cache_dir()}
+    places = {
+        "out": config.out,
+        "retrieval.index_uri": config.retrieval.index_uri,
+        "T2RAG_CACHE": os.environ.get("T2RAG_CACHE"),
+    }
     lost = [f"{name} '{path}'" for name, path in places.items() if path and vanishing(path)]
     if lost:
         raise ConfigError(
@@ -84,7 +93,3 @@ def durable(config: RunConfig) -> RunConfig:
             f"it (a resubmission could not resume): use {DURABLE_CHOICES}"
         )
     return config
-
-
-def _cache_dir() -> str | None:
-    return os.environ.get("T2RAG_CACHE")

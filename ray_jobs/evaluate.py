@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_libraries()
     try:
-        config = durable(load_config(args.config, {"out": args.out} if args.out else None))
+        config = load_config(args.config, {"out": args.out} if args.out else None)
         with contextlib.redirect_stdout(sys.stderr):  # Ray's forwarded worker lines must not mix with the JSON
             summary = run_ray(config, overwrite=args.overwrite)
     except Exception as exc:  # one line and a non-zero exit: an escaped exception can hang in Ray's hook
@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ray_jobs.evaluate: error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
         return 2 if isinstance(exc, T2RagError) else 1
     print(json.dumps(summary), flush=True)
-    print(f"ray_jobs.evaluate: results in {config.out} (records/, summary.json; t2rag report {config.out})",
-          file=sys.stderr)  # fmt: skip
+    out = summary["out"]  # where run_ray wrote them (durable: under T2RAG_STORAGE when it is set)
+    print(f"ray_jobs.evaluate: results in {out} (records/, summary.json; t2rag report {out})", file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from t2rag.config import RunConfig
 from t2rag.methods import get_method
 from t2rag.pipeline.plan import WorkGroup
-from t2rag.prompts import CLIP_MARKER, Prompts
+from t2rag.prompts import Prompts
 from t2rag.resources import Resources
 
 
@@ -212,5 +212,4 @@ def _mean_clipped(texts: list[str], prompts: Prompts) -> float:
     """Mean characters of a context as a prompt shows it (cut to `max_context_chars`, with the cut's marker)."""
     if not texts:
         return 0.0
-    limit, marker = prompts.config.max_context_chars, len(CLIP_MARKER)
-    return float(np.mean([len(t) if len(t) <= limit else limit + marker for t in texts]))
+    return float(np.mean([prompts.shown_length(len(t)) for t in texts]))

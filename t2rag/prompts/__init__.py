@@ -74,6 +74,11 @@ class Prompts:
         limit = self.config.max_context_chars
         return text if len(text) <= limit else text[:limit] + CLIP_MARKER
 
+    def shown_length(self, length: int) -> int:
+        """Characters a context of `length` characters takes in a prompt (as `_clip` cuts it)."""
+        limit = self.config.max_context_chars
+        return length if length <= limit else limit + len(CLIP_MARKER)
+
     def format_contexts(self, contexts: list[str]) -> str:
         return "\n\n".join(f"### Excerpt {i}\n{self._clip(c)}" for i, c in enumerate(contexts, 1))
 
