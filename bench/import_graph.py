@@ -6,7 +6,7 @@ Every `import` and `from ... import` of a project module in t2rag/, ray_jobs/ an
 or inside a function (a deferred import still ties the two modules together). A circle is a strongly connected
 set of two or more modules. Layers, lowest first (a module may import from its own layer and those below):
 
-0 foundations: errors, storage, progress, model_loads, quiet, jsonl, tokenize
+0 foundations: errors, storage, progress, model_loads, model_access, quiet, jsonl, tokenize
 1 data and text: data, answer, metrics, reference, rates
 2 engines: generation, retrieval
 3 run settings and corpus-side steps: prompts, methods, config, summaries
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("t2rag", "ray_jobs", "serve")
 LAYERS: list[tuple[str, ...]] = [
-    ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.model_loads", "t2rag.quiet", "t2rag.jsonl",
+    ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.model_loads", "t2rag.model_access", "t2rag.quiet", "t2rag.jsonl",
      "t2rag.tokenize"),
     ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.rates"),
     ("t2rag.generation", "t2rag.retrieval"),
