@@ -134,13 +134,15 @@ MUTATIONS = [
         "served parsing (shared by /answer and the chat route) reads an empty answer instead of the generation",
         (("serve/ingress.py", "{name: pa.array([value]) for name, value in generation.items()}",
           '{name: pa.array(["{}" if name == "raw_output" else value]) for name, value in generation.items()}'),),
-        ("tests/serve/test_openai.py::test_the_chat_route_ranks_and_answers_as_the_core",),
+        ("tests/serve/test_openai.py::test_the_chat_route_ranks_and_answers_as_the_core",
+         "tests/serve/test_app.py::test_a_generated_number_is_the_served_prediction"),
     ),
     Mutation(
         "/answer: the prediction dropped",
         (("serve/ingress.py", "            prediction=prediction if prediction is not None and math.isfinite(prediction) else None,",
           "            prediction=None,"),),
-        ("tests/serve/test_app.py::test_answer_with_retrieval", "tests/serve/test_app.py::test_answer_oracle_reads_the_given_context"),
+        ("tests/serve/test_app.py::test_answer_with_retrieval", "tests/serve/test_app.py::test_answer_oracle_reads_the_given_context",
+         "tests/serve/test_app.py::test_a_generated_number_is_the_served_prediction"),
     ),
     Mutation(
         "vLLM: the batch run reads no number where the served one does",

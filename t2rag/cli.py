@@ -226,11 +226,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print_json(written)
         return 0
-    if "paper_comparison" in written:
-        print(f"The paper beside this run ({written['paper_comparison']}):\n")
-        print(read_bytes(written["paper_comparison"]).decode())
-    for name, path in written.items():
-        print(f"{name}: {path}")
+    print(f"Report for {args.run_dir}\n")
+    print(read_bytes(written["summary"]).decode())
+    print(f"All tables and plots in one page: {written['report']}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from t2rag.compare import compare_runs
+    from t2rag.findings import difference_rows
+    from t2rag.metrics.significance import significant
+    from t2rag.tables import markdown_table
+
+    found = compare_runs(args.a, args.b)
+    if args.json:
+        print_json([d.as_dict() for d in found])
+        return 0
+    print(f"A = {args.a}, B = {args.b}: A - B in points over the questions both scored\n")
+    print(markdown_table(*difference_rows(found, significant(found))))
+    print("\nnumber_match and recall@k: McNemar's exact test; mrr@k and ndcg@k: paired randomization (10,000 sign "
+          "flips); 'holds': Holm at 0.05 over the rows of one metric and subset.")  # fmt: skip
     return 0
 
 
@@ -352,6 +367,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--paper", default=None, help="the paper's numbers in t2rag/reference/paper.yaml's layout")
     rep.add_argument("--json", action="store_true")
     rep.set_defaults(func=cmd_report)
+
+    cmp = commands.add_parser(
+        "compare", help="paired significance tests between two runs or methods, over the questions both scored"
+    )
+    cmp.add_argument("a", metavar="A", help="RUN_DIR or RUN_DIR:METHOD")
+    cmp.add_argument("b", metavar="B", help="RUN_DIR or RUN_DIR:METHOD")
+    cmp.add_argument("--json", action="store_true", help="a JSON list of differences, nothing else on stdout")
+    cmp.set_defaults(func=cmd_compare)
 
     exp = commands.add_parser("export", help="write a run's records in another format (the leaderboard's JSONL)")
     exp.add_argument("run_dir", help="a run's output directory (local or s3://)")

@@ -7,6 +7,7 @@ reads. Every engine runs `Method.chain(...)` as it is; none of them knows a meth
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -124,3 +125,8 @@ def get_method(name: str) -> Method:
         return METHODS[name]
     except KeyError:
         raise ValueError(f"unknown method '{name}' (choose from {', '.join(METHODS)})") from None
+
+
+def reads_of(names: Iterable[str]) -> dict[str, str]:
+    """What each named method's generator reads (`Method.reads`), as the outcome attribution needs it."""
+    return {name: get_method(name).reads for name in set(names)}

@@ -3,9 +3,11 @@
 Writes, under `RUN_DIR/report/`: table3 (Number Match and MRR@3 per subset and weighted, one row per method),
 retrieval (every retrieval metric), retrieval_ablation (when methods beyond the paper's ran: the components each
 has on, with MRR@3 and Recall@1/3/5 per subset and weighted), generation (parse rates, prediction sources, tokens
-and time per method), table4 (the embedder ablation, when it ran), table5 (the corpus-size ablation as numbers:
-MRR@3 mean and standard deviation per corpus size; Figure 4 is its plot), each as .md and .csv, plus methods.png,
-corpus_size.png and report.md which gathers them.
+and time per method), outcomes (why each answer is right or wrong), oracle_gap (each method's gap to the oracle,
+split into retrieval and reading), significance (paired tests between every two methods), table4 (the embedder
+ablation, when it ran), table5 (the corpus-size ablation as numbers: MRR@3 mean and standard deviation per corpus
+size; Figure 4 is its plot), each as .md and .csv, plus the plots, summary.md (what to read first, as `t2rag
+report` prints it) and report.md which gathers them all.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.errors import InputError
+from t2rag.findings import attributed, difference_rows, differences, gap_table, headline, outcome_table
 from t2rag.methods import PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL, ordered_subsets
@@ -280,6 +283,24 @@ def comparison_note(differences: list[str]) -> str:
     )
 
 
+OUTCOME_NOTE = (
+    "One outcome per answered record, the first that holds: correct (Number Match); gold_not_read (wrong, and the "
+    "gold context was not among the contexts the generator read); formula_error (a formula was given that does not "
+    "evaluate); no_answer (no number could be read, or the model said the excerpts lack it); wrong_number.\n\n"
+)
+
+GAP_NOTE = (
+    "Over the questions both the method and the oracle answered: lost to retrieval = the oracle right and the "
+    "method did not read the gold context; lost to reading = the oracle right, the gold read, the method wrong; "
+    "gained = the oracle wrong, the method right. gap = lost to retrieval + lost to reading - gained.\n\n"
+)
+
+SIGNIFICANCE_NOTE = (
+    "Over the questions both methods scored. Number Match and Recall@3: McNemar's exact test; MRR@3: a paired "
+    "randomization test (10,000 sign flips). The interval is the 95% interval of the mean per-question "
+    "difference. 'holds' applies Holm's correction over the pairs of one metric and subset row.\n\n"
+)
+
 TABLE4_NOTE = (
     "The paper's Table 4 gives only the average over its four subsets (VQAonBD included), weighted by question "
     "counts, with no per-subset values, so it cannot be recomputed over this run's subsets: read the two sides "
@@ -302,6 +323,8 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     out_dir = out_dir or join(run_dir, "report")
     summaries = summarize_records(records, DEFAULT_RETRIEVAL_METRICS)
     manifest = read_json(run_dir, "manifest.json")
+    records = attributed(records, manifest)
+    methods = _ordered(list(summaries))
     paper = load_paper(paper_file)
     written: dict[str, str] = {}
     sections: list[str] = [
@@ -326,12 +349,12 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         sections.append(f"![{caption}]({file})\n")
 
     emit("table3", "Table 3: Number Match (NM, with its 95% Wilson interval) and MRR@3", *table3(summaries))
-    differences = setting_differences(paper, (manifest or {}).get("config") or {}, (manifest or {}).get("data"))
+    setting_diffs = setting_differences(paper, (manifest or {}).get("config") or {}, (manifest or {}).get("data"))
     emit(
         "paper_comparison",
         f"The paper beside this run (Tables 3 and 5; source: {paper.cite()})",
         *compare_with_paper(paper, {m: summaries[m] for m in _ordered(list(summaries))}),
-        note=comparison_note(differences),
+        note=comparison_note(setting_diffs),
         note_in_file=True,
     )
     emit("retrieval", "Retrieval metrics", *retrieval_table(summaries))
@@ -341,6 +364,13 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         image("retrieval_curves_plot", "retrieval_curves.png", plot_rank_curves(curves, ks), "MRR@k and Recall@k")
     emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(summaries))
     emit("generation", "Generation diagnostics", *generation_table(records))
+    emit("outcomes", "Outcomes: why each answer is right or wrong (percent of answered records)",
+         *outcome_table(records, methods), note=OUTCOME_NOTE, note_in_file=True)  # fmt: skip
+    emit("oracle_gap", "The gap to the oracle: Number Match points lost to retrieval and to reading",
+         *gap_table(records, methods), note=GAP_NOTE, note_in_file=True)  # fmt: skip
+    found, held = differences(records, methods)
+    emit("significance", "Paired differences between methods (a - b in points; Holm at 0.05 per metric and subset)",
+         *difference_rows(found, held), note=SIGNIFICANCE_NOTE, note_in_file=True)  # fmt: skip
     embedders = _read_csv(join(run_dir, "ablations", "embedders.csv"))
     if embedders:
         emit("table4", "Table 4: embedding models, Base-RAG with k = 5", *embedders)
@@ -366,5 +396,8 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     ]
     if answered:
         image("number_match_plot", "number_match.png", plot_number_match(answered), "Number Match per method")
+    summary = headline({m: summaries[m] for m in methods}, records, paper, found, held, dict(written), setting_diffs)
+    written["summary"] = write_bytes(join(out_dir, "summary.md"), summary.encode())
+    sections.insert(3, "## Summary\n\n" + summary)
     written["report"] = write_bytes(join(out_dir, "report.md"), "\n".join(sections).encode())
     return written

@@ -12,7 +12,10 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     """A GitHub-flavoured markdown table with right-aligned numbers."""
     cells = [[_fmt(c) for c in row] for row in rows]
     widths = [max([len(str(h)), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
-    numeric = [all(_is_num(row[i]) for row in rows) and rows for i in range(len(header))]
+    numeric = [
+        all(_is_num(row[i]) or row[i] is None for row in rows) and any(_is_num(row[i]) for row in rows)
+        for i in range(len(header))
+    ]
     head = "| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
     rule = (
         "|"

@@ -153,6 +153,27 @@ def _no_ray_left_running(request):
         pytest.fail(f"{request.module.__name__} left Ray running")
 
 
+#: The methods of `scripted_run`: the oracle, no context, and two retrievers of different quality.
+SCRIPTED_METHODS = ["oracle", "pretrained_only", "bm25", "bm25_meta"]
+
+
+@pytest.fixture(scope="session")
+def scripted_run(tmp_path_factory, sample) -> str:
+    """A real run of the bundled sample (120 sampled questions of each subset, retrieval for all 2,025) through
+    the single-process engine, answered by the scripted OpenAI-compatible server (tests/scripted_server.py):
+    records with every outcome, in seconds. Returns the run directory."""
+    from t2rag.config import load_config
+    from t2rag.pipeline.local import run_local
+    from tests.scripted_server import questions_of, scripted_generator, scripted_server
+
+    out = tmp_path_factory.mktemp("scripted") / "run"
+    with scripted_server(questions_of(sample.table)) as url:
+        overrides = {"methods": SCRIPTED_METHODS, "generator": scripted_generator(url), "limit": 120, "seed": 7,
+                     "out": str(out)}  # fmt: skip
+        run_local(load_config(None, overrides))
+    return str(out)
+
+
 @pytest.fixture(scope="session")
 def minilm():
     """The offline all-MiniLM-L6-v2 embedder (loaded once per session)."""

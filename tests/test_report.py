@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -119,4 +118,11 @@ def test_report_prints_the_paper_beside_a_real_run(capsys, tmp_path) -> None:
     assert float(base_finqa["run - paper Llama 3.3 70B"]) == round(run_value - 38.7, 2)
     assert {r["subset"] for r in ours} == {"FinQA", "TAT-DQA", "W. Avg of FinQA, TAT-DQA"}
     assert all(r[c] == "" for r in rows if r["method"].startswith("bm25") for c in paper_columns)
-    assert re.search(r"\| Hybrid BM25 +\| W\. Avg of FinQA, TAT-DQA +\| mrr@3", out)
+    # The terminal leads with the headline: one row per method, the paper's weighted MRR@3 beside the run's.
+    base = next(line for line in out.splitlines() if line.startswith("| base "))
+    cells = [c.strip() for c in base.strip("|").split("|")]
+    assert float(cells[4]) == round(result["methods"]["base"]["weighted"]["mrr@3"], 2)
+    assert float(cells[-1]) == float(next(r for r in ours if r["method"] == "Base-RAG" and r["metric"] == "mrr@3"
+                                          and r["subset"].startswith("W. Avg"))["paper Llama 3.3 70B"])  # fmt: skip
+    assert "mrr@3, weighted: bm25 vs base" in out or "mrr@3, weighted: base vs bm25" in out  # a real lead
+    assert len(out.splitlines()) < 40 and "paper_comparison.md" in out

@@ -16,6 +16,7 @@ the summary, `t2rag score` and `t2rag report`. The columns (the stage that fills
 | formula, prediction_source | string | parse_answers | formula read from the output; which field gave the prediction |
 | prediction | float64 | parse_answers | the predicted number, null when none could be read |
 | json_ok, formula_ok, number_match | bool | parse_answers | output parsed as JSON; formula evaluated; Number Match |
+| outcome | string | parse_answers | why the answer is right or wrong (t2rag.metrics.outcomes; null: not answered) |
 | reference | float64 | plan | the reference answer as a number (null when it is not one) |
 """
 
@@ -61,6 +62,7 @@ RECORD_SCHEMA = pa.schema(
         pa.field("formula_ok", pa.bool_()),
         pa.field("number_match", pa.bool_()),
         pa.field("reference", pa.float64()),
+        pa.field("outcome", pa.string()),
     ]
 )
 

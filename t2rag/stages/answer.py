@@ -7,8 +7,9 @@ import pyarrow as pa
 from t2rag.answer import predict
 from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.requests import REQUEST_TYPES, request_columns
-from t2rag.methods import get_method
+from t2rag.methods import get_method, reads_of
 from t2rag.metrics.number_match import number_match_one
+from t2rag.metrics.outcomes import outcomes
 from t2rag.prompts import ANSWER_SCHEMA
 from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
 
@@ -87,16 +88,19 @@ SCORE_TYPES: dict[str, pa.DataType] = {
     "formula_ok": pa.bool_(),
     "number_match": pa.bool_(),
     "reasoning_steps": pa.list_(pa.string()),
+    "outcome": pa.string(),
 }
 
 
 class ParseAnswers(Stage):
-    """`raw_output`, `table_text`, `reference` -> `formula`, `prediction_source`, `prediction`, `json_ok`,
-    `formula_ok`, `number_match`, `reasoning_steps` (the answer module's policy, then Number Match)."""
+    """`raw_output`, `table_text`, `reference`, `method`, `gold_rank` -> `formula`, `prediction_source`,
+    `prediction`, `json_ok`, `formula_ok`, `number_match`, `reasoning_steps`, `outcome` (the answer module's
+    policy, then Number Match and why it failed: t2rag.metrics.outcomes). Without `reference` (a served answer)
+    nothing is scored: `number_match` and `outcome` are null."""
 
     name = "parse_answers"
     reads = ("raw_output",)
-    optional = ("table_text", "reference")
+    optional = ("table_text", "reference", "method", "gold_rank")
     adds = pa.schema(SCORE_TYPES)
     stateful = False
 
@@ -115,4 +119,11 @@ class ParseAnswers(Stage):
             cols["formula_ok"].append(pred.formula_ok)
             cols["number_match"].append(number_match_one(pred.value, reference) if scored else None)
             cols["reasoning_steps"].append(list(pred.reasoning_steps))
-        return with_columns(batch, {name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items()})
+        parsed = {name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items() if name != "outcome"}
+        outcome = pa.nulls(batch.num_rows, pa.string())
+        if scored and "method" in batch.column_names:
+            rows = with_columns(batch, parsed)
+            if "gold_rank" not in rows.column_names:
+                rows = rows.append_column("gold_rank", pa.nulls(batch.num_rows, pa.int32()))
+            outcome = outcomes(rows, self.config.retrieval.k, reads_of(rows.column("method").to_pylist()))
+        return with_columns(batch, {**parsed, "outcome": outcome})

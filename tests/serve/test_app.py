@@ -1,14 +1,16 @@
 """The real Serve app on loopback: answers, rankings equal to the in-process core, bad input, timeouts, replica loss.
 
-One Ray instance and two applications per module: `rag` and `slow`. `rag` serves the first 100 FinQA questions of
-the bundled sample (94 contexts, so the dense index builds in seconds) with bm25 and base, and SmolLM2-135M as the
-generator with a short system prompt and contexts cut to 800 characters (the wiring is under test, not answer
-quality). `slow` has a generator that never answers within its 1 s timeout and room for one request at a time (one
-running, one queued at the proxy); `late` has one that never finishes starting.
+One Ray instance and four applications per module. `rag` serves the first 100 FinQA questions of the bundled sample
+(94 contexts, so the dense index builds in seconds) with bm25 and base, and SmolLM2-135M as the generator with a
+short system prompt and contexts cut to 800 characters (the wiring is under test, not answer quality). `slow` has a
+generator that never answers within its 1 s timeout and room for one request at a time (one running, one queued at
+the proxy); `late` has one that never finishes starting; `numbers` has one that always answers the same number, so
+the path from a generation to a served prediction is checked with a number in it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import socket
 import time
@@ -28,6 +30,7 @@ ROWS = 100
 QUESTION_COUNT = 4
 ONE_LINE_MAX = 400
 LATE = "/late"
+NUMBERS = "/numbers"
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +118,7 @@ def served(settings, questions) -> Iterator[dict]:
     from serve.app import compose
     from serve.settings import ServeSettings
 
-    from .faults import NeverReadyGenerator, StalledGenerator
+    from .faults import NeverReadyGenerator, ScriptedGenerator, StalledGenerator
 
     with serve_on_loopback() as url:
         stalled = ServeSettings(
@@ -132,11 +135,18 @@ def served(settings, questions) -> Iterator[dict]:
                 serve.RunTarget(compose(settings), name="rag", route_prefix="/"),
                 serve.RunTarget(compose(stalled, generator=StalledGenerator.bind()), name="slow", route_prefix="/slow"),
                 serve.RunTarget(compose(stalled, generator=NeverReadyGenerator.bind()), name="late", route_prefix=LATE),
+                serve.RunTarget(
+                    compose(
+                        settings.model_copy(update={"methods": ["oracle", "bm25"]}), generator=ScriptedGenerator.bind()
+                    ),
+                    name="numbers",
+                    route_prefix=NUMBERS,
+                ),
             ],
             wait_for_applications_running=False,
         )
         rankings = _in_process_rankings(settings, questions)
-        _wait_until_running(["rag", "slow"], timeout_s=300)
+        _wait_until_running(["rag", "slow", "numbers"], timeout_s=300)
         _wait_until_live(f"{url}{LATE}", timeout_s=120)
         yield {"url": url, "reference": rankings}
 
@@ -261,6 +271,36 @@ def test_answer_oracle_reads_the_given_context(client, questions):
     answer = response.json()
     _check_answer(answer, "oracle", 1)
     assert answer["contexts"][0]["context_id"] == q["context_id"] and answer["contexts"][0]["score"] is None
+
+
+def test_a_generated_number_is_the_served_prediction(client, questions):
+    """With a generator that answers a known number, /answer (retrieval and oracle) and the chat route serve it: a
+    prediction dropped or read from anything but the generation fails here."""
+    from .faults import SCRIPTED_ANSWER, SCRIPTED_NUMBER
+
+    q = questions[1]
+    for body, n_contexts in (
+        ({"question": q["question"], "method": "bm25"}, 4),
+        ({"question": q["question"], "method": "oracle", "context_id": q["context_id"]}, 1),
+    ):
+        response = client.post(f"{NUMBERS}/answer", json=body)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        _check_answer(answer, body["method"], n_contexts)
+        assert answer["prediction"] == SCRIPTED_NUMBER and answer["formula"] == "1500 - 1212.5"
+    for stream in (False, True):
+        chat = {"model": "bm25", "messages": [{"role": "user", "content": q["question"]}], "stream": stream}
+        response = client.post(f"{NUMBERS}/v1/chat/completions", json=chat)
+        assert response.status_code == 200, response.text
+        if stream:
+            events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+            rag = [e["t2rag"] for e in events if "t2rag" in e][-1]  # the first has the contexts, the last the answer
+            text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+        else:
+            rag = response.json()["t2rag"]
+            text = response.json()["choices"][0]["message"]["content"]
+        assert rag["prediction"] == SCRIPTED_NUMBER and rag["raw_output"] == SCRIPTED_ANSWER, rag
+        assert text.rstrip().endswith("Answer: 287.5"), text
 
 
 def test_generate_returns_a_chat_completion(client):

@@ -1,0 +1,129 @@
+"""Why methods differ, from a run's records: where answers were lost (outcomes, the gap to the oracle), which
+differences are real (paired tests), and the summary a person reads first. Used by `t2rag report`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from t2rag.methods import reads_of
+from t2rag.metrics.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
+from t2rag.metrics.significance import ALL_SUBSETS, Difference, pairwise, significant
+from t2rag.metrics.summary import NM_INTERVAL
+from t2rag.reference import PaperReference
+from t2rag.tables import markdown_table
+
+#: The metrics the report tests between every pair of methods.
+TESTED_METRICS = ("number_match", "mrr@3", "recall@3")
+ORACLE = "oracle"
+
+
+def run_k(manifest: dict | None) -> int:
+    """How many ranked contexts the run's generator read (its config's `retrieval.k`; 3 when unknown)."""
+    return int((((manifest or {}).get("config") or {}).get("retrieval") or {}).get("k") or 3)
+
+
+def attributed(records: pa.Table, manifest: dict | None) -> pa.Table:
+    """The records with every answered record's outcome (computed for records written before the column)."""
+    return with_outcomes(records, run_k(manifest), reads_of(records.column("method").to_pylist()))
+
+
+def outcome_table(records: pa.Table, methods: Sequence[str]) -> tuple[list[str], list[list[object]]]:
+    """Per method and subset (and all subsets): answered records and each outcome's share in percent."""
+    counts = outcome_counts(records)
+    header = ["method", "subset", "answered", *(f"{o} %" for o in OUTCOMES)]
+    rows = []
+    for method in methods:
+        cells = counts.get(method, {})
+        for subset in [s for s in cells if s != "all"] + (["all"] if cells else []):
+            n = sum(cells[subset].values())
+            rows.append([method, subset, n, *(round(100 * cells[subset][o] / n, 2) for o in OUTCOMES)])
+    return header, rows
+
+
+def gap_table(records: pa.Table, methods: Sequence[str]) -> tuple[list[str], list[list[object]]]:
+    """Each method's Number Match gap to the oracle, split into what retrieval and reading lost (points)."""
+    header = ["method", "questions", "NM", "oracle NM", "gap", "lost to retrieval", "lost to reading", "gained"]
+    if ORACLE not in methods:
+        return header, []
+    rows = []
+    for method in methods:
+        gap = oracle_gap(records, method, ORACLE) if method != ORACLE else None
+        if gap is not None:
+            rows.append([method, gap["questions"], gap["method_nm"], gap["oracle_nm"], gap["gap"],
+                         gap["lost_to_retrieval"], gap["lost_to_reading"], gap["gained"]])  # fmt: skip
+    return header, rows
+
+
+def differences(records: pa.Table, methods: Sequence[str]) -> tuple[list[Difference], list[bool]]:
+    """Every pair of methods on `TESTED_METRICS`, and which hold after Holm's correction."""
+    found = pairwise(records, methods, TESTED_METRICS)
+    return found, significant(found)
+
+
+def difference_rows(found: Sequence[Difference], held: Sequence[bool]) -> tuple[list[str], list[list[object]]]:
+    header = ["methods", "subset", "metric", "a", "b", "a - b", "95% CI", "p", "test", "questions", "holds (Holm)"]
+    rows = [[d.method, d.subset, d.metric, d.a, d.b, d.diff, d.ci95, _p(d.p_value), d.test, d.questions,
+             "yes" if ok else "no"] for d, ok in zip(found, held, strict=True)]  # fmt: skip
+    return header, rows
+
+
+def _p(p: float) -> str:
+    return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+def headline(
+    summaries: dict[str, dict],
+    records: pa.Table,
+    paper: PaperReference,
+    found: Sequence[Difference],
+    held: Sequence[bool],
+    files: dict[str, str],
+    setting_differences: Sequence[str] = (),
+) -> str:
+    """What a person reads first: the headline metrics beside the paper's (and how the run's setting differs from
+    the paper's), the differences that hold, where answers were lost, and which file holds the rest."""
+    methods = list(summaries)
+    subsets = sorted({s for m in summaries.values() for s in m["subsets"]})
+    generators = list(paper.setting.generators)
+    header = ["method", "answered", "NM", "NM 95% CI", "MRR@3", "R@3"]
+    header += [f"paper NM ({paper.setting.generators[g].name})" for g in generators] + ["paper MRR@3"]
+    rows = []
+    for method in methods:
+        w = summaries[method]["weighted"]
+        row = [method, w.get("generated", 0), w.get("number_match"), w.get(NM_INTERVAL), w.get("mrr@3"),
+               w.get("recall@3")]  # fmt: skip
+        row += [paper.weighted(g, method, subsets, "number_match") for g in generators]
+        row.append(paper.weighted(generators[0], method, subsets, "mrr@3") if generators else None)
+        rows.append([_rounded(v) for v in row])
+    parts = [f"Weighted over {', '.join(subsets)} ('–': not measured; the paper's values recomputed over these "
+             "subsets):\n", markdown_table(header, rows), ""]  # fmt: skip
+    if setting_differences:
+        parts += ["The run's setting differs from the paper's, so these are not a reproduction gap:",
+                  *(f"- {d}" for d in setting_differences), ""]  # fmt: skip
+    lines = [
+        f"- {d.metric}, {d.subset}: {d.method}: {d.a:.2f} against {d.b:.2f}, {d.diff:+.2f} points "
+        f"[{d.ci95[0]:+.2f}, {d.ci95[1]:+.2f}], p {_p(d.p_value)} ({d.test}, {d.questions} questions)"
+        for d, ok in zip(found, held, strict=True)
+        if ok and d.subset == ALL_SUBSETS
+    ]
+    tested = ", ".join(TESTED_METRICS)
+    parts.append(f"Differences that hold at 0.05 after Holm's correction (all subsets; {tested}):")
+    parts += lines or ["- none" if found else "- one method: nothing to compare"]
+    gap_header, gaps = gap_table(records, methods)
+    if gaps:
+        parts += ["", "Where answers were lost against the oracle (Number Match points over the same questions):",
+                  markdown_table(gap_header, gaps)]  # fmt: skip
+    folders = {path.rsplit("/", 1)[0] for path in files.values()}
+    where = folders.pop() if len(folders) == 1 else "the report folder"
+    names = ", ".join(path.rsplit("/", 1)[-1] for path in files.values())
+    parts += ["", f"Everything else is in {where}: {names}."]
+    return "\n".join(parts) + "\n"
+
+
+def _rounded(value: object) -> object:
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 2)
+    return value

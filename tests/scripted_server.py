@@ -1,0 +1,92 @@
+"""An OpenAI-compatible chat server that answers T2-RAGBench questions by script, for tests that need real run
+records with every kind of answer in seconds (no model).
+
+Given each question's reference and the start of its gold context, it finds the question in the prompt
+(`Question: ...`) and answers by a hash of the whole prompt, so the same prompt always gets the same answer: the
+reference as a formula (right), the reference plus one (a wrong number), `"None"` (the excerpts lack it), or a
+formula that does not evaluate. A prompt that holds the gold context is answered right three times in four, one
+without it once in four, so reading the gold matters as it does for a real model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+QUESTION = re.compile(r"Question: (.*?)\n\nAnswer with the JSON object only\.", re.S)
+WITH_GOLD = ("right", "right", "right", "wrong", "none", "broken", "right", "right")
+WITHOUT_GOLD = ("right", "wrong", "none", "broken")
+
+
+def scripted_answer(prompt: str, reference: float | None, gold_start: str) -> str:
+    """The JSON answer to one prompt (see the module's docstring)."""
+    kinds = WITH_GOLD if gold_start and gold_start in prompt else WITHOUT_GOLD
+    kind = kinds[int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % len(kinds)]
+    if reference is None or kind == "none":
+        formula, computed = "None", "N/A"
+    elif kind == "right":
+        formula, computed = f"add({reference!r}, 0)", repr(reference)
+    elif kind == "wrong":
+        formula, computed = f"add({reference!r}, 1)", repr(reference + 1)
+    else:
+        formula, computed = "divide(revenue, 2)", "N/A"
+    return json.dumps(
+        {"reasoning_steps": [f"scripted: {kind}"], "final_formula": formula, "computed_formula": computed}
+    )
+
+
+@contextmanager
+def scripted_server(questions: dict[str, tuple[float | None, str]]) -> Iterator[str]:
+    """Serve on a free loopback port; yields the base URL (`.../v1`). `questions`: question text -> (reference,
+    the first characters of the gold context)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompt = "\n".join(m["content"] for m in body["messages"])
+            found = QUESTION.search(body["messages"][-1]["content"])  # the system prompt's examples have questions too
+            reference, gold_start = questions.get(found.group(1).strip(), (None, "")) if found else (None, "")
+            text = scripted_answer(prompt, reference, gold_start)
+            reply = {
+                "id": "scripted",
+                "object": "chat.completion",
+                "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(text) // 4},
+            }
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def scripted_generator(base_url: str) -> dict[str, object]:
+    """The run config's `generator` section for the scripted server."""
+    return {"name": "scripted", "engine": "openai", "model": "scripted", "base_url": base_url, "json_mode": "none"}
+
+
+def questions_of(table) -> dict[str, tuple[float | None, str]]:
+    """The server's `questions` from a question table (`t2rag.data` columns): the first 40 characters of each gold
+    context, which every prompt that holds the context holds too (contexts are clipped at their end)."""
+    rows = zip(table.column("question").to_pylist(), table.column("answer_value").to_pylist(),
+               table.column("context").to_pylist(), strict=True)  # fmt: skip
+    return {q: (ref, (ctx or "")[:40]) for q, ref, ctx in rows}
