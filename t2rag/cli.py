@@ -249,6 +249,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explore(args: argparse.Namespace) -> int:
+    from t2rag.explore.app import serve_run
+
+    def ready(url: str) -> None:
+        print(f"t2rag explore: {args.run_dir} at {url} (Ctrl-C stops)", flush=True)
+
+    serve_run(args.run_dir, args.host, args.port, args.data, on_ready=ready)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -375,6 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("b", metavar="B", help="RUN_DIR or RUN_DIR:METHOD")
     cmp.add_argument("--json", action="store_true", help="a JSON list of differences, nothing else on stdout")
     cmp.set_defaults(func=cmd_compare)
+
+    xpl = commands.add_parser("explore", help="a local web page over a run: its tables, plots and every answer")
+    xpl.add_argument("run_dir", help="the run's directory (local or s3://)")
+    xpl.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
+    xpl.add_argument("--port", type=int, default=8765, help="the port (0: any free one)")
+    xpl.add_argument("--data", help="where the run's questions are read from, if not where its manifest says")
+    xpl.set_defaults(func=cmd_explore)
 
     exp = commands.add_parser("export", help="write a run's records in another format (the leaderboard's JSONL)")
     exp.add_argument("run_dir", help="a run's output directory (local or s3://)")

@@ -17,6 +17,9 @@ from t2rag.tables import markdown_table
 
 #: The metrics the report tests between every pair of methods.
 TESTED_METRICS = ("number_match", "mrr@3", "recall@3")
+#: The metrics whose differences the summary lists first, and how many it lists.
+LEAD = ("number_match", "mrr@3")
+SHOWN = 8
 ORACLE = "oracle"
 
 
@@ -103,14 +106,17 @@ def headline(
     if setting_differences:
         parts += ["The run's setting differs from the paper's, so these are not a reproduction gap:",
                   *(f"- {d}" for d in setting_differences), ""]  # fmt: skip
+    holding = [d for d, ok in zip(found, held, strict=True) if ok and d.subset == ALL_SUBSETS and d.metric in LEAD]
+    holding.sort(key=lambda d: (LEAD.index(d.metric), -abs(d.diff)))
     lines = [
-        f"- {d.metric}, {d.subset}: {d.method}: {d.a:.2f} against {d.b:.2f}, {d.diff:+.2f} points "
+        f"- {d.metric}: {d.method}: {d.a:.2f} against {d.b:.2f}, {d.diff:+.2f} points "
         f"[{d.ci95[0]:+.2f}, {d.ci95[1]:+.2f}], p {_p(d.p_value)} ({d.test}, {d.questions} questions)"
-        for d, ok in zip(found, held, strict=True)
-        if ok and d.subset == ALL_SUBSETS
+        for d in holding[:SHOWN]
     ]
-    tested = ", ".join(TESTED_METRICS)
-    parts.append(f"Differences that hold at 0.05 after Holm's correction (all subsets; {tested}):")
+    if len(holding) > SHOWN:
+        lines.append(f"- and {len(holding) - SHOWN} more (significance.md)")
+    parts.append(f"Differences that hold at 0.05 after Holm's correction, all subsets ({', '.join(LEAD)}; "
+                 "the largest first):")  # fmt: skip
     parts += lines or ["- none" if found else "- one method: nothing to compare"]
     gap_header, gaps = gap_table(records, methods)
     if gaps:

@@ -41,7 +41,8 @@ from t2rag.storage import join, read_bytes, write_bytes
 from t2rag.tables import markdown_table, method_columns
 
 
-def _ordered(methods: list[str]) -> list[str]:
+def ordered_methods(methods: list[str]) -> list[str]:
+    """The paper's methods in its order, then the others in theirs."""
     known = [m for m in PAPER_METHODS if m in methods]
     return known + [m for m in methods if m not in known]
 
@@ -52,7 +53,7 @@ TABLE3_LABELS = {"number_match": "NM", NM_INTERVAL: "NM 95% CI", "mrr@3": "MRR@3
 
 def table3(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
     """Number Match with its 95% interval and MRR@3, per subset and weighted, one row per method."""
-    ordered = {m: summaries[m] for m in _ordered(list(summaries))}
+    ordered = {m: summaries[m] for m in ordered_methods(list(summaries))}
     return method_columns(ordered, ["number_match", "mrr@3"], TABLE3_LABELS)
 
 
@@ -62,12 +63,16 @@ CURVE_KS = tuple(range(1, 11))
 
 def rank_curves(records: pa.Table) -> tuple[list[int], dict[str, dict[str, list[float | None]]]]:
     """MRR@k and Recall@k in percent for k = 1..10, per retrieving method over all its questions; None for a k
-    beyond the method's lists (a reranker returns its pool of pool_factor x k)."""
+    beyond the method's lists (a reranker returns its pool of pool_factor x k). The lists' lengths come from
+    `context_ids`, or from a `depth` column where the lists were not read."""
     ranked = records.filter(pc.is_valid(records.column("gold_rank")))
     curves: dict[str, dict[str, list[float | None]]] = {}
-    for method in _ordered(list(dict.fromkeys(ranked.column("method").to_pylist()))):
+    for method in ordered_methods(list(dict.fromkeys(ranked.column("method").to_pylist()))):
         part = ranked.filter(pc.equal(ranked.column("method"), method))
-        depth = int(pc.max(pc.list_value_length(part.column("context_ids"))).as_py() or 0)
+        lengths = (
+            part.column("depth") if "depth" in part.column_names else pc.list_value_length(part.column("context_ids"))
+        )
+        depth = int(pc.max(lengths).as_py() or 0)
         ranks = part.column("gold_rank").to_numpy()
         curves[method] = {
             name: [round(100 * float(per_query(f"{name}@{k}", ranks).mean()), 2) if k <= depth else None
@@ -137,7 +142,7 @@ def figure4_table(corpus: tuple[list[str], list[list[object]]], paper: PaperRefe
 def retrieval_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
     header = ["method", "subset", "questions", *DEFAULT_RETRIEVAL_METRICS]
     rows = []
-    for method in _ordered(list(summaries)):
+    for method in ordered_methods(list(summaries)):
         s = summaries[method]
         if "mrr@3" not in s["weighted"]:
             continue
@@ -227,7 +232,7 @@ def generation_table(records: pa.Table) -> tuple[list[str], list[list[object]]]:
 def _method_subsets(generated: pa.Table) -> list[tuple[str, str]]:
     """(method, subset) for every subset a method generated on, then (method, "all") when it has several."""
     out = []
-    for method in _ordered(list(dict.fromkeys(generated.column("method").to_pylist()))):
+    for method in ordered_methods(list(dict.fromkeys(generated.column("method").to_pylist()))):
         part = generated.filter(pc.equal(generated.column("method"), method))
         subsets = ordered_subsets(pc.unique(part.column("subset")).to_pylist())
         out += [(method, s) for s in subsets] + ([(method, "all")] if len(subsets) > 1 else [])
@@ -324,7 +329,7 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     summaries = summarize_records(records, DEFAULT_RETRIEVAL_METRICS)
     manifest = read_json(run_dir, "manifest.json")
     records = attributed(records, manifest)
-    methods = _ordered(list(summaries))
+    methods = ordered_methods(list(summaries))
     paper = load_paper(paper_file)
     written: dict[str, str] = {}
     sections: list[str] = [
@@ -353,7 +358,7 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     emit(
         "paper_comparison",
         f"The paper beside this run (Tables 3 and 5; source: {paper.cite()})",
-        *compare_with_paper(paper, {m: summaries[m] for m in _ordered(list(summaries))}),
+        *compare_with_paper(paper, {m: summaries[m] for m in ordered_methods(list(summaries))}),
         note=comparison_note(setting_diffs),
         note_in_file=True,
     )
@@ -391,7 +396,7 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
             image("corpus_size_plot", "corpus_size.png", plot, "MRR@3 by corpus size")
     answered = [
         (m, w["number_match"], *w[NM_INTERVAL], w["generated"])
-        for m in _ordered(list(summaries))
+        for m in ordered_methods(list(summaries))
         if "number_match" in (w := summaries[m]["weighted"]) and w.get("generated")
     ]
     if answered:

@@ -1,0 +1,221 @@
+"""What the explorer holds in memory for a run, and what it reads on demand.
+
+At start: the light record columns of every record (method, question, outcome, gold rank, prediction) with the
+record file and row each came from, the questions' text, references and gold context ids, and the report's tables.
+On demand: one question's heavy columns (reasoning, raw output, ranked contexts with scores), read from the record
+files that hold its rows only, and a context's text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from t2rag.data import load_questions
+from t2rag.errors import InputError
+from t2rag.findings import attributed, differences, gap_table, outcome_table
+from t2rag.metrics.outcomes import OUTCOMES
+from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL
+from t2rag.pipeline.manifest import read_json
+from t2rag.pipeline.records import record_files, summarize_records
+from t2rag.plots import plot_number_match, plot_rank_curves
+from t2rag.report import ordered_methods, rank_curves
+
+LIGHT = ["id", "subset", "method", "gold_rank", "number_match", "reference", "prediction", "formula", "formula_ok",
+         "outcome"]  # fmt: skip
+HEAVY = ["context_ids", "scores", "raw_output", "formula", "prediction_source", "prediction", "json_ok",
+         "formula_ok", "generation_error", "reference", "gold_rank", "number_match"]  # fmt: skip
+SHOWN_CONTEXTS = 10
+
+
+@dataclass
+class RunIndex:
+    """A run's records and questions, indexed for the explorer (`load_run`). Records are numbered as in `records`,
+    questions as in `questions` (the data's order)."""
+
+    run_dir: str
+    records: pa.Table  # LIGHT columns plus `depth`, `file` and `row`
+    files: list[str]
+    fs: object
+    questions: pa.Table  # id, subset, question, original_answer, answer_value, context_id
+    contexts: dict[str, int]  # context_id -> a question row holding it
+    context_texts: pa.ChunkedArray
+    methods: list[str]
+    summary: dict = field(default_factory=dict)
+    plots: dict[str, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        keys = zip(self.questions.column("subset").to_pylist(), self.questions.column("id").to_pylist(), strict=True)
+        self.question_of_key = {key: n for n, key in enumerate(keys)}
+        self.lowered = [q.lower() for q in self.questions.column("question").to_pylist()]
+        column = self.records.column
+        self.method = column("method").to_numpy(zero_copy_only=False)
+        self.subset = column("subset").to_numpy(zero_copy_only=False)
+        self.outcome = column("outcome").fill_null("").to_numpy(zero_copy_only=False)
+        rec_keys = zip(self.subset.tolist(), column("id").to_pylist(), strict=True)
+        self.question = np.asarray([self.question_of_key.get(k, -1) for k in rec_keys], dtype=np.int64)
+        order = np.argsort(self.question, kind="stable")
+        bounds = np.searchsorted(self.question[order], np.arange(len(self.lowered) + 1))
+        self.records_of = [order[bounds[n] : bounds[n + 1]] for n in range(len(self.lowered))]
+
+    # -- the question browser ------------------------------------------------------------------------------------
+    def question_list(
+        self, method: str | None, subset: str | None, outcome: str | None, text: str | None, offset: int, limit: int
+    ) -> dict:
+        """Questions that match every filter given (in the data's order), with each method's outcome; `total`
+        counts all matches."""
+        mask = self.question >= 0
+        for values, wanted in ((self.method, method), (self.subset, subset), (self.outcome, outcome)):
+            if wanted:
+                mask &= values == wanted
+        found = np.unique(self.question[mask])
+        if text:
+            needle = text.lower()
+            found = found[np.fromiter((needle in self.lowered[n] for n in found), bool, len(found))]
+        rows = []
+        for n in found[offset : offset + limit].tolist():
+            q = self.questions.slice(n, 1).to_pylist()[0]
+            rows.append(
+                {"subset": q["subset"], "id": q["id"], "question": q["question"], "outcomes": self._outcomes(n)}
+            )
+        return {"total": len(found), "offset": offset, "rows": rows}
+
+    def _outcomes(self, n: int) -> dict[str, str | None]:
+        found = {self.method[i]: self.outcome[i] or None for i in self.records_of[n]}
+        return {m: found[m] for m in self.methods if m in found}
+
+    # -- one question --------------------------------------------------------------------------------------------
+    def question_detail(self, subset: str, qid: str) -> dict:
+        n = self.question_of_key.get((subset, qid))
+        if n is None:
+            raise KeyError(f"no question {subset}/{qid} in this run's data")
+        q = self.questions.slice(n, 1).to_pylist()[0]
+        gold = q["context_id"]
+        answers = []
+        rank = {m: r for r, m in enumerate(self.methods)}
+        for i in sorted(self.records_of[n].tolist(), key=lambda i: rank[self.method[i]]):
+            file_no, row = self.records.column("file")[i].as_py(), self.records.column("row")[i].as_py()
+            heavy = pq.read_table(self.files[file_no], columns=HEAVY, filesystem=self.fs).slice(row, 1).to_pylist()[0]
+            ids, scores = heavy["context_ids"], heavy["scores"]
+            ranked = None
+            if ids is not None:
+                ranked = [{"context_id": c, "score": _finite(s), "gold": c == gold}
+                          for c, s in zip(ids[:SHOWN_CONTEXTS], (scores or [None] * len(ids))[:SHOWN_CONTEXTS],
+                                          strict=False)]  # fmt: skip
+            steps = _reasoning(heavy["raw_output"])
+            answers.append({
+                "method": self.method[i],
+                "outcome": self.outcome[i] or None,
+                "number_match": heavy["number_match"],
+                "prediction": _finite(heavy["prediction"]),
+                "prediction_source": heavy["prediction_source"],
+                "formula": heavy["formula"],
+                "reasoning_steps": steps,
+                "raw_output": heavy["raw_output"],
+                "generation_error": heavy["generation_error"],
+                "gold_rank": heavy["gold_rank"],
+                "contexts": ranked,
+            })  # fmt: skip
+        return {
+            "subset": subset,
+            "id": qid,
+            "question": q["question"],
+            "reference": q["original_answer"],
+            "reference_value": _finite(q["answer_value"]),
+            "gold_context_id": gold,
+            "gold_context": self.context_text(gold) if gold else None,
+            "answers": answers,
+        }
+
+    def context_text(self, context_id: str) -> str | None:
+        row = self.contexts.get(context_id)
+        return None if row is None else self.context_texts[row].as_py()
+
+
+def _finite(value: object) -> object:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _reasoning(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    from t2rag.answer import predict
+
+    return list(predict(raw).reasoning_steps)
+
+
+def load_run(run_dir: str, data: str | None = None) -> RunIndex:
+    """Index a run (local or `s3://`) for the explorer; `data` overrides where its questions are read from."""
+    fs, files = record_files(run_dir)
+    if not files:
+        raise InputError(f"{run_dir}: no records found under {run_dir}/records")
+    parts = []
+    for n, path in enumerate(files):
+        with fs.open_input_file(path) as f:  # the light columns only (older files lack `outcome`)
+            parquet = pq.ParquetFile(f)
+            table = parquet.read(columns=[c for c in [*LIGHT, "context_ids"] if c in parquet.schema_arrow.names])
+        depth = pc.list_value_length(table.column("context_ids"))
+        table = table.select([c for c in LIGHT if c in table.column_names]).append_column("depth", depth)
+        table = table.append_column("file", pa.array(np.full(table.num_rows, n, np.int32)))
+        parts.append(table.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int32))))
+    records = pa.concat_tables(parts, promote_options="default")
+    if "outcome" not in records.column_names:
+        records = records.append_column("outcome", pa.nulls(records.num_rows, pa.string()))
+    manifest = read_json(run_dir, "manifest.json")
+    records = attributed(records, manifest)
+    chosen = ((manifest or {}).get("config") or {}).get("data") or {}
+    qs = load_questions(data or chosen.get("source"), chosen.get("subsets"), chosen.get("split"))
+    questions = qs.table.select(["id", "subset", "question", "original_answer", "answer_value", "context_id"])
+    context_ids = qs.table.column("context_id").to_pylist()
+    index = RunIndex(
+        run_dir=run_dir,
+        records=records,
+        files=files,
+        fs=fs,
+        questions=questions,
+        contexts={c: i for i, c in reversed(list(enumerate(context_ids)))},
+        context_texts=qs.table.column("context"),
+        methods=ordered_methods(list(dict.fromkeys(records.column("method").to_pylist()))),
+    )
+    index.summary, index.plots = _summary(records, index.methods, manifest)
+    return index
+
+
+def _summary(records: pa.Table, methods: list[str], manifest: dict | None) -> tuple[dict, dict[str, bytes]]:
+    """The report's tables as JSON (headline metrics, outcomes, the gap to the oracle, differences that hold),
+    and its plots."""
+    summaries = summarize_records(records, DEFAULT_RETRIEVAL_METRICS)
+    headline = []
+    for m in methods:
+        w = summaries[m]["weighted"]
+        headline.append({"method": m, "answered": w.get("generated", 0), "number_match": w.get("number_match"),
+                         "number_match_ci95": w.get(NM_INTERVAL), "mrr@3": w.get("mrr@3"),
+                         "recall@3": w.get("recall@3")})  # fmt: skip
+    found, held = differences(records, methods)
+    outcome_header, outcome_rows = outcome_table(records, methods)
+    gap_header, gap_rows = gap_table(records, methods)
+    summary = {
+        "methods": methods,
+        "subsets": sorted(set(records.column("subset").to_pylist())),
+        "records": records.num_rows,
+        "outcome_names": list(OUTCOMES),
+        "headline": [{k: _finite(v) for k, v in row.items()} for row in headline],
+        "outcomes": {"header": outcome_header, "rows": outcome_rows},
+        "gap": {"header": gap_header, "rows": gap_rows},
+        "differences": [d.as_dict() | {"holds": ok} for d, ok in zip(found, held, strict=True)],
+        "setting": (manifest or {}).get("data"),
+    }
+    plots = {}
+    answered = [(r["method"], r["number_match"], *r["number_match_ci95"], r["answered"]) for r in headline
+                if r["answered"] and r["number_match"] is not None]  # fmt: skip
+    if answered:
+        plots["number_match"] = plot_number_match(answered)
+    ks, curves = rank_curves(records)
+    if curves:
+        plots["retrieval_curves"] = plot_rank_curves(curves, ks)
+    return summary, plots
