@@ -11,7 +11,7 @@ import pyarrow as pa
 from t2rag.methods import reads_of
 from t2rag.metrics.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
 from t2rag.metrics.significance import ALL_SUBSETS, Difference, pairwise, significant
-from t2rag.metrics.summary import NM_INTERVAL
+from t2rag.metrics.summary import NM_INTERVAL, ordered_subsets
 from t2rag.reference import PaperReference
 from t2rag.tables import markdown_table
 
@@ -40,7 +40,7 @@ def outcome_table(records: pa.Table, methods: Sequence[str]) -> tuple[list[str],
     rows = []
     for method in methods:
         cells = counts.get(method, {})
-        for subset in [s for s in cells if s != "all"] + (["all"] if cells else []):
+        for subset in ordered_subsets([s for s in cells if s != "all"]) + (["all"] if cells else []):
             n = sum(cells[subset].values())
             rows.append([method, subset, n, *(round(100 * cells[subset][o] / n, 2) for o in OUTCOMES)])
     return header, rows
@@ -77,6 +77,18 @@ def _p(p: float) -> str:
     return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
+def headline_rows(summaries: dict[str, dict]) -> list[dict[str, object]]:
+    """Per method, over all subsets: answered records, Number Match with its interval, MRR@3 and Recall@3 (None
+    where not measured)."""
+    rows = []
+    for method, summary in summaries.items():
+        w = summary["weighted"]
+        rows.append({"method": method, "answered": w.get("generated", 0), "number_match": w.get("number_match"),
+                     "number_match_ci95": w.get(NM_INTERVAL), "mrr@3": w.get("mrr@3"),
+                     "recall@3": w.get("recall@3")})  # fmt: skip
+    return rows
+
+
 def headline(
     summaries: dict[str, dict],
     records: pa.Table,
@@ -94,13 +106,12 @@ def headline(
     header = ["method", "answered", "NM", "NM 95% CI", "MRR@3", "R@3"]
     header += [f"paper NM ({paper.setting.generators[g].name})" for g in generators] + ["paper MRR@3"]
     rows = []
-    for method in methods:
-        w = summaries[method]["weighted"]
-        row = [method, w.get("generated", 0), w.get("number_match"), w.get(NM_INTERVAL), w.get("mrr@3"),
-               w.get("recall@3")]  # fmt: skip
-        row += [paper.weighted(g, method, subsets, "number_match") for g in generators]
-        row.append(paper.weighted(generators[0], method, subsets, "mrr@3") if generators else None)
-        rows.append([_rounded(v) for v in row])
+    for row in headline_rows(summaries):
+        method = row["method"]
+        cells = [*row.values()]
+        cells += [paper.weighted(g, method, subsets, "number_match") for g in generators]
+        cells.append(paper.weighted(generators[0], method, subsets, "mrr@3") if generators else None)
+        rows.append([_rounded(v) for v in cells])
     parts = [f"Weighted over {', '.join(subsets)} ('–': not measured; the paper's values recomputed over these "
              "subsets):\n", markdown_table(header, rows), ""]  # fmt: skip
     if setting_differences:

@@ -40,6 +40,16 @@ def scripted_answer(prompt: str, reference: float | None, gold_start: str) -> st
     )
 
 
+def send_json(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+    """Answer a request with `payload` as JSON (HTTP 200)."""
+    data = json.dumps(payload).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 @contextmanager
 def scripted_server(questions: dict[str, tuple[float | None, str]]) -> Iterator[str]:
     """Serve on a free loopback port; yields the base URL (`.../v1`). `questions`: question text -> (reference,
@@ -62,12 +72,7 @@ def scripted_server(questions: dict[str, tuple[float | None, str]]) -> Iterator[
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(text) // 4},
             }
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, reply)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -4,6 +4,7 @@ it writes, against the records."""
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 
 from t2rag.cli import main
@@ -50,4 +51,7 @@ def test_the_report_leads_with_the_headline_and_writes_the_attribution(scripted_
     # Six answered pairs x Number Match, one ranked pair x (MRR@3, Recall@3); three subset rows each.
     assert len(tests) == (6 + 2) * 3
     assert {r["holds (Holm)"] for r in tests} == {"yes", "no"}
+    for r in tests:  # plain numbers a spreadsheet or a plot reads
+        low, high = json.loads(r["95% CI"])
+        assert low <= float(r["a - b"]) <= high
     assert "## Summary" in (run / "report" / "report.md").read_text()

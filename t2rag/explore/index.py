@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 
 from t2rag.data import load_questions
 from t2rag.errors import InputError
-from t2rag.findings import attributed, differences, gap_table, outcome_table
+from t2rag.findings import attributed, differences, gap_table, headline_rows, outcome_table
 from t2rag.metrics.outcomes import OUTCOMES
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL
+from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
 from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.records import record_files, summarize_records
 from t2rag.plots import plot_number_match, plot_rank_curves
@@ -190,12 +190,7 @@ def _summary(records: pa.Table, methods: list[str], manifest: dict | None) -> tu
     """The report's tables as JSON (headline metrics, outcomes, the gap to the oracle, differences that hold),
     and its plots."""
     summaries = summarize_records(records, DEFAULT_RETRIEVAL_METRICS)
-    headline = []
-    for m in methods:
-        w = summaries[m]["weighted"]
-        headline.append({"method": m, "answered": w.get("generated", 0), "number_match": w.get("number_match"),
-                         "number_match_ci95": w.get(NM_INTERVAL), "mrr@3": w.get("mrr@3"),
-                         "recall@3": w.get("recall@3")})  # fmt: skip
+    headline = headline_rows({m: summaries[m] for m in methods})
     found, held = differences(records, methods)
     outcome_header, outcome_rows = outcome_table(records, methods)
     gap_header, gap_rows = gap_table(records, methods)

@@ -75,7 +75,7 @@ def diff_interval(diffs: np.ndarray) -> list[float]:
     mean = float(diffs.mean())
     if len(diffs) < 2:
         return [mean, mean]
-    half = Z95 * float(diffs.std(ddof=1)) / np.sqrt(len(diffs))
+    half = Z95 * float(diffs.std(ddof=1)) / float(np.sqrt(len(diffs)))
     return [mean - half, mean + half]
 
 

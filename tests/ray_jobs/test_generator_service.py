@@ -17,6 +17,7 @@ import pytest
 from ray_jobs.evaluate import run_ray
 from t2rag.config import load_config
 from t2rag.pipeline.records import read_records
+from tests.scripted_server import send_json
 
 pytestmark = pytest.mark.slow
 
@@ -57,12 +58,7 @@ class FaultyServer:
                     "choices": [{"message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5},
                 }
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, reply)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
