@@ -24,10 +24,6 @@ import pyarrow.compute as pc
 
 OUTCOMES = ("correct", "gold_not_read", "formula_error", "no_answer", "wrong_number")
 
-#: The record columns `outcomes` reads.
-OUTCOME_COLUMNS = ["method", "gold_rank", "number_match", "prediction", "formula", "formula_ok"]
-
-
 def _bools(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return values.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
 
