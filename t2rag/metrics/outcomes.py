@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 OUTCOMES = ("correct", "gold_not_read", "formula_error", "no_answer", "wrong_number")
 
+
 def _bools(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return values.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
 
