@@ -12,6 +12,7 @@ from t2rag.methods import reads_of
 from t2rag.metrics.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
 from t2rag.metrics.significance import ALL_SUBSETS, Difference, pairwise, significant
 from t2rag.metrics.summary import NM_INTERVAL, ordered_subsets
+from t2rag.plots import plot_number_match
 from t2rag.reference import PaperReference
 from t2rag.tables import markdown_table
 
@@ -87,6 +88,13 @@ def headline_rows(summaries: dict[str, dict]) -> list[dict[str, object]]:
                      "number_match_ci95": w.get(NM_INTERVAL), "mrr@3": w.get("mrr@3"),
                      "recall@3": w.get("recall@3")})  # fmt: skip
     return rows
+
+
+def number_match_plot(summaries: dict[str, dict]) -> bytes | None:
+    """The Number Match plot (with intervals) of the methods that answered; None when none did."""
+    points = [(r["method"], r["number_match"], *r["number_match_ci95"], r["answered"])
+              for r in headline_rows(summaries) if r["answered"] and r["number_match"] is not None]  # fmt: skip
+    return plot_number_match(points) if points else None
 
 
 def headline(

@@ -21,13 +21,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.errors import InputError
-from t2rag.findings import attributed, difference_rows, differences, gap_table, headline, outcome_table
+from t2rag.findings import (
+    attributed,
+    difference_rows,
+    differences,
+    gap_table,
+    headline,
+    number_match_plot,
+    outcome_table,
+)
 from t2rag.methods import PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL, ordered_subsets
 from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.records import generation_usage, read_records, summarize_records
-from t2rag.plots import plot_number_match, plot_rank_curves
+from t2rag.plots import plot_rank_curves
 from t2rag.reference import (
     TABLE4_METRICS,
     PaperReference,
@@ -358,7 +366,7 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     emit(
         "paper_comparison",
         f"The paper beside this run (Tables 3 and 5; source: {paper.cite()})",
-        *compare_with_paper(paper, {m: summaries[m] for m in ordered_methods(list(summaries))}),
+        *compare_with_paper(paper, {m: summaries[m] for m in methods}),
         note=comparison_note(setting_diffs),
         note_in_file=True,
     )
@@ -394,13 +402,9 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         plot = read_bytes(join(run_dir, "ablations", "corpus_size.png"))
         if plot:
             image("corpus_size_plot", "corpus_size.png", plot, "MRR@3 by corpus size")
-    answered = [
-        (m, w["number_match"], *w[NM_INTERVAL], w["generated"])
-        for m in ordered_methods(list(summaries))
-        if "number_match" in (w := summaries[m]["weighted"]) and w.get("generated")
-    ]
-    if answered:
-        image("number_match_plot", "number_match.png", plot_number_match(answered), "Number Match per method")
+    plot = number_match_plot({m: summaries[m] for m in methods})
+    if plot is not None:
+        image("number_match_plot", "number_match.png", plot, "Number Match per method")
     summary = headline({m: summaries[m] for m in methods}, records, paper, found, held, dict(written), setting_diffs)
     written["summary"] = write_bytes(join(out_dir, "summary.md"), summary.encode())
     sections.insert(3, "## Summary\n\n" + summary)

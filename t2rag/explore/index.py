@@ -18,18 +18,18 @@ import pyarrow.parquet as pq
 
 from t2rag.data import load_questions
 from t2rag.errors import InputError
-from t2rag.findings import attributed, differences, gap_table, headline_rows, outcome_table
+from t2rag.findings import attributed, differences, gap_table, headline_rows, number_match_plot, outcome_table
 from t2rag.metrics.outcomes import OUTCOMES
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
 from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.records import record_files, summarize_records
-from t2rag.plots import plot_number_match, plot_rank_curves
+from t2rag.plots import plot_rank_curves
 from t2rag.report import ordered_methods, rank_curves
 
 LIGHT = ["id", "subset", "method", "gold_rank", "number_match", "reference", "prediction", "formula", "formula_ok",
          "outcome"]  # fmt: skip
-HEAVY = ["context_ids", "scores", "raw_output", "formula", "prediction_source", "prediction", "json_ok",
-         "formula_ok", "generation_error", "reference", "gold_rank", "number_match"]  # fmt: skip
+HEAVY = ["context_ids", "scores", "raw_output", "formula", "prediction_source", "prediction", "generation_error",
+         "gold_rank", "number_match"]  # fmt: skip
 SHOWN_CONTEXTS = 10
 
 
@@ -98,9 +98,12 @@ class RunIndex:
         gold = q["context_id"]
         answers = []
         rank = {m: r for r, m in enumerate(self.methods)}
-        for i in sorted(self.records_of[n].tolist(), key=lambda i: rank[self.method[i]]):
-            file_no, row = self.records.column("file")[i].as_py(), self.records.column("row")[i].as_py()
-            heavy = pq.read_table(self.files[file_no], columns=HEAVY, filesystem=self.fs).slice(row, 1).to_pylist()[0]
+        mine = sorted(self.records_of[n].tolist(), key=lambda i: rank[self.method[i]])
+        file_of, row_of = self.records.column("file"), self.records.column("row")
+        tables = {f: pq.read_table(self.files[f], columns=HEAVY, filesystem=self.fs)
+                  for f in {file_of[i].as_py() for i in mine}}  # fmt: skip
+        for i in mine:
+            heavy = tables[file_of[i].as_py()].slice(row_of[i].as_py(), 1).to_pylist()[0]
             ids, scores = heavy["context_ids"], heavy["scores"]
             ranked = None
             if ids is not None:
@@ -206,10 +209,9 @@ def _summary(records: pa.Table, methods: list[str], manifest: dict | None) -> tu
         "setting": (manifest or {}).get("data"),
     }
     plots = {}
-    answered = [(r["method"], r["number_match"], *r["number_match_ci95"], r["answered"]) for r in headline
-                if r["answered"] and r["number_match"] is not None]  # fmt: skip
-    if answered:
-        plots["number_match"] = plot_number_match(answered)
+    number_match = number_match_plot({m: summaries[m] for m in methods})
+    if number_match is not None:
+        plots["number_match"] = number_match
     ks, curves = rank_curves(records)
     if curves:
         plots["retrieval_curves"] = plot_rank_curves(curves, ks)
