@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("t2rag.resources",),
     ("t2rag.stages",),
     ("t2rag.pipeline", "t2rag.workload", "t2rag.scoring", "t2rag.report", "t2rag.export", "t2rag.fusion_fit",
-     "t2rag.plots", "t2rag.tables", "t2rag.findings", "t2rag.compare", "t2rag.explore"),
+     "t2rag.plots", "t2rag.tables", "t2rag.findings", "t2rag.compare", "t2rag.explore", "t2rag.config_reference"),
     ("ray_jobs", "serve"),
     ("t2rag.cli",),
 ]  # fmt: skip

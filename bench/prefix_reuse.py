@@ -1,5 +1,5 @@
 """Prefix reuse on and off, side by side: the oracle over every question of the first N FinQA dev contexts that
-have two or more questions (sorted by context_id), on the single-process engine, each run with a fresh generation
+have two or more questions (sorted by context_id), on the single-process runner, each run with a fresh generation
 cache. Prints each run's wall time, prompt tokens, the share of them the engine reused, and how many predictions
 agree.
 

@@ -103,7 +103,7 @@ def main() -> None:
         evaluate.dataset_from_table = reader
         start_local_cluster(num_cpus=local_cpus(), object_store_memory=300 * 2**20)
         ray.data.DataContext.get_current().enable_progress_bars = False
-        ray_fields = {"engine": "ray", "out": str(work / f"{name}-{round_}"), "retrieval": {"shards": args.shards}}
+        ray_fields = {"runner": "ray", "out": str(work / f"{name}-{round_}"), "retrieval": {"shards": args.shards}}
         config = load_config(None, {**fields, **ray_fields})
         try:
             with WorkerCount() as workers:

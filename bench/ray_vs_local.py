@@ -1,5 +1,5 @@
 """Retrieval-only evaluation of the retrieval methods on the bundled sample: ray_jobs.evaluate versus the
-single-process engine, in one run, with where the time goes.
+single-process runner, in one run, with where the time goes.
 
 Usage: python bench/ray_vs_local.py [--methods bm25,base,hybrid_bm25,hybrid_rrf]
 A first untimed pass builds the LanceDB indexes so both timed runs reuse them. Each timed run loads the embedding
@@ -65,7 +65,7 @@ def main() -> None:
     start_local_cluster(num_cpus=local_cpus(), object_store_memory=400 * 2**20)
     ray.data.DataContext.get_current().enable_progress_bars = False
     start = time.perf_counter()
-    distributed = run_ray(load_config(None, {**base, "engine": "ray", "out": f"{work}/ray"}))
+    distributed = run_ray(load_config(None, {**base, "runner": "ray", "out": f"{work}/ray"}))
     ray_s = time.perf_counter() - start
     import json
     from pathlib import Path

@@ -126,7 +126,7 @@ def main() -> None:
 
     from ray_jobs.generator_service import CLIENTS_PER_REPLICA
     from ray_jobs.local_cluster import start_local_cluster, stop_local_cluster
-    from t2rag.generation.config import PRESETS
+    from t2rag.generation.registry import PRESETS
 
     config = PRESETS[args.preset].model_copy(update={"enable_prefix_caching": True})
     rows = answer_requests(args.contexts, args.max_tokens, args.context_chars)
@@ -134,7 +134,7 @@ def main() -> None:
     by_context = [r for r, _ in sorted(rows, key=lambda row: row[1])]  # the plan's order with prefix reuse
     result = {"prompts": len(rows), "contexts": args.contexts, "direct": direct(in_data_order, config)}
     os.environ["T2RAG_CACHE"] = tempfile.mkdtemp()  # the replicas' generation cache starts empty
-    start_local_cluster(num_cpus=12, num_gpus=1, log_to_driver=False)  # as `t2rag eval --engine ray` starts one
+    start_local_cluster(num_cpus=12, num_gpus=1, log_to_driver=False)  # as `t2rag eval --runner ray` starts one
     off = config.model_copy(update={"prefix_reuse": False})
     clients = CLIENTS_PER_REPLICA  # as a run feeds each replica
     result["service_reuse_off"] = through_service(in_data_order, off, seed=1, in_flight=clients)

@@ -49,7 +49,7 @@ log = logging.getLogger("t2rag.progress")
 DEFAULT_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)
 SYNTHETIC = "synthetic"
 #: A task's memory: a base for the process, plus per document of its largest corpus (text, the BM25 build's peak,
-#: vectors). Tasks at 100K documents peaked at 3.7-5.7 GB resident, part of it object-store pages of the shared pool.
+#: vectors); docs/performance.md has what tasks measured.
 TASK_MEMORY = 1 << 30
 MEMORY_PER_DOCUMENT = 40 * 1024
 RETRIEVAL_METHODS = ("bm25", "base", "hybrid_bm25", "hybrid_rrf")

@@ -42,7 +42,7 @@ def cell_config(config: RunConfig, embedder: EmbedderConfig) -> RunConfig:
             "methods": ["base"],
             "retrieval_only": True,
             "retrieval": retrieval,
-            "engine": "local",
+            "runner": "local",
             "out": join(config.out, "ablations", "embedders", model_slug(embedder)),
         }
     )

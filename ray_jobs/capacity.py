@@ -57,7 +57,9 @@ def describe(pool: PoolSpec) -> str:
     """A pool in a few words: its stages, engine, model and size."""
     what = "+".join(pool.stages)
     size = f"{pool.actors} x {_num(pool.cpus)} CPU" + (f" + {_num(pool.gpus)} GPU" if pool.gpus else "")
-    engine = f"vLLM, tensor parallel {pool.tensor_parallel}, " if pool.engine == "vllm" else ""
+    engine = f"{pool.engine}, " if pool.engine else ""
+    if pool.engine and pool.gpus:
+        engine += f"tensor parallel {pool.gpus_together}, "
     return f"{what} ({engine}{pool.model + ', ' if pool.model else ''}{size})"
 
 
@@ -83,9 +85,9 @@ def demand(pools: list[PoolSpec]) -> dict[str, float]:
 def fit(pools: list[PoolSpec], nodes: list[Node]) -> Fit:
     """Whether all `pools` can be placed at once on `nodes` (first fit, largest units first)."""
     free = [_Free(n, n.cpus, n.gpus) for n in nodes]
-    units = []  # (pool, cpus, gpus) per actor, or per tensor-parallel group of a vLLM replica
+    units = []  # (pool, cpus, gpus) per actor, or per group of an actor's GPUs that must share a node
     for pool in pools:
-        groups = max(1, round(pool.gpus / pool.tensor_parallel)) if pool.engine == "vllm" and pool.gpus else 1
+        groups = max(1, round(pool.gpus / pool.gpus_together)) if pool.gpus and pool.gpus_together else 1
         for _ in range(pool.actors):
             units += [(pool, pool.cpus / groups, pool.gpus / groups)] * groups
     units.sort(key=lambda u: (u[2], u[1]), reverse=True)

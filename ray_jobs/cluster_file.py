@@ -80,7 +80,7 @@ def _vllm_of_ray_llm() -> str | None:
 
 def load_cluster_file(path: str | Path) -> dict:
     """The file as a mapping, after Ray's own validation (`ray up` runs the same before any cloud call)."""
-    from ray.autoscaler._private.util import prepare_config, validate_config
+    from ray_jobs.ray_private import validate_cluster_config
 
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -89,7 +89,7 @@ def load_cluster_file(path: str | Path) -> dict:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a cluster file is a mapping")
     try:
-        validate_config(prepare_config(dict(raw)))
+        validate_cluster_config(raw)
     except Exception as exc:  # jsonschema's ValidationError, or Ray's ValueError for inconsistent node types
         raise ConfigError(f"{path}: Ray's cluster validator refused it: {str(exc).splitlines()[0]}") from None
     return raw

@@ -1,6 +1,6 @@
 """The evaluation as a streaming Ray Data job.
 
-    python -m ray_jobs.evaluate --config configs/paper_table3.yaml        (also: t2rag eval --engine ray)
+    python -m ray_jobs.evaluate --config configs/paper_table3.yaml        (also: t2rag eval --runner ray)
 
 The core plans the work (t2rag.pipeline.plan) and each group of rows streams through its method's core stages,
 placed by ray_jobs.placement: query embedding on GPU actors, retrieval in actors holding the LanceDB tables and BM25
@@ -9,7 +9,7 @@ have in common (one embedding pool, one retrieval pool per kind of row). Every g
 summaries, HyDE's documents, answers) goes to one generator service (ray_jobs.generator_service), so the model is
 loaded once per replica per run.
 Records are written as parquet blocks as they finish; the summary comes from them through the same function as
-every other engine's. Rerunning a config into the same `out` (on either engine) skips every (method, question)
+every other engine's. Rerunning a config into the same `out` (on either runner) skips every (method, question)
 that already has a record, so a killed job loses at most its in-flight blocks; within a run, a fault (a lost node,
 a dead engine) starts another attempt at what is missing (`max_attempts`).
 """
@@ -67,7 +67,7 @@ def placed_work(config: RunConfig, work: list[WorkGroup], service: GeneratorServ
 
 
 def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
-    """Run the evaluation on Ray and return the same summary as the single-process engine.
+    """Run the evaluation on Ray and return the same summary as the single-process runner.
 
     A run whose pools cannot be placed on the cluster is refused first (`ray_jobs.preflight.PlacementError`).
     Then up to `max_attempts` attempts (`run_attempts`) compute what is missing, against one generator service

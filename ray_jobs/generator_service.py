@@ -2,10 +2,10 @@
 
 Context summaries, HyDE's documents and the answers are phases of one job; each sends its request rows through a
 light Ray Data stage (`ServiceClient`, no CPU, no model) to the same replicas, so a run loads the model once per
-replica instead of once per phase, corpus or processor. A replica holds the run's `Generator` (vLLM in process,
-llama.cpp, or an HTTP client) behind the one `Generate` stage every engine uses. A vLLM replica takes the batches
-of all its clients at once into its running batch (`EngineFeed`), so the engine always has work queued behind what
-it runs; the other engines run one batch at a time.
+replica instead of once per phase, corpus or processor. A replica holds the run's `Generator` behind the one
+`Generate` stage every engine uses, placed as its engine asks (`Engine.placement`). An engine that takes batches
+from several threads (`concurrent_batches`, vLLM's running batch) gets all its clients' batches at once, so it
+always has work queued behind what it runs; the other engines run one batch at a time.
 
 Routing: with `generator.prefix_reuse`, a client sends each row to the replica its prompt's leading part
 (`t2rag.generation.prefix.route_key`: the system prompt and the first context) hashes to (rendezvous hashing), so
@@ -27,13 +27,14 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.generation.engine import Placement
 from t2rag.generation.prefix import route_keys
+from t2rag.generation.registry import engine_of
 from t2rag.generation.requests import GENERATION_COLUMNS
 
 log = logging.getLogger("t2rag.progress")
@@ -44,28 +45,10 @@ IMBALANCE = 4
 CLIENTS_PER_REPLICA = 2
 
 
-@dataclass(frozen=True)
-class ReplicaShape:
-    """What one replica holds: its CPUs and GPUs, and how many of the GPUs are one tensor-parallel engine."""
-
-    cpus: float
-    gpus: float
-    bundles: int  # vLLM workers (tensor x pipeline parallel): one GPU each, in one placement group
-    accelerator: str | None
-    count: int
-
-
-def replica_shape(config: RunConfig) -> ReplicaShape:
-    """The replicas a run's generator needs: vLLM on GPUs gets tensor x pipeline parallel GPUs per replica
-    (`generator.replicas` of them); CPU engines and HTTP clients get `ray.generate_actors` actors of one CPU."""
-    g = config.generator
-    assert g is not None
-    if g.gpus_per_replica:
-        per = g.gpus_per_replica
-        return ReplicaShape(float(per), float(per), per, g.accelerator_type, g.replicas)
-    if g.schedules_batches:
-        return ReplicaShape(1.0, 0.0, 1, None, g.replicas)
-    return ReplicaShape(1.0, 0.0, 1, None, config.ray.generate_actors)
+def generator_placement(config: RunConfig) -> Placement:
+    """How the run's generator engine asks to be held (t2rag.generation.engine)."""
+    assert config.generator is not None
+    return engine_of(config.generator).placement(config.generator)
 
 
 class GeneratorReplica:
@@ -142,23 +125,22 @@ class GeneratorService:
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from t2rag.generation.vllm_engine import engine_runtime_env
-
-        s, g = replica_shape(self.config), self.config.generator
+        s = generator_placement(self.config)
+        bundles = int(s.gpus)
         actor = ray.remote(GeneratorReplica)
         options = {
             "max_restarts": -1,
             "max_task_retries": 0,  # the client retries, on another replica when this one is gone
             # every client may hold a batch here at once (vLLM runs them together), and `pending` still answers
-            "max_concurrency": CLIENTS_PER_REPLICA * s.count + 2,
-            "runtime_env": engine_runtime_env(g) if g.schedules_batches else None,
+            "max_concurrency": CLIENTS_PER_REPLICA * s.replicas + 2,
+            "runtime_env": s.runtime_env,
         }
-        for _ in range(s.count):
-            if s.bundles > 1:  # tensor parallelism: vLLM's Ray workers go in this group (one GPU each)
+        for _ in range(s.replicas):
+            if bundles > 1:  # model parallelism: the engine's Ray workers go in this group (one GPU each)
                 bundle = {"GPU": 1, "CPU": 1}
                 if s.accelerator:
                     bundle[f"accelerator_type:{s.accelerator}"] = 0.001
-                group = placement_group([bundle] * s.bundles, strategy="PACK")
+                group = placement_group([bundle] * bundles, strategy="PACK")
                 self.groups.append(group)
                 strategy = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
                 handle = actor.options(num_cpus=0, num_gpus=0, scheduling_strategy=strategy, **options)
@@ -168,7 +150,7 @@ class GeneratorService:
                     resources["accelerator_type"] = s.accelerator
                 handle = actor.options(**resources, **options)
             self._replicas.append(handle.remote(self.config.model_dump_json()))
-        log.info("generator: %d replica(s) of %s starting", s.count, g.model)
+        log.info("generator: %d replica(s) of %s starting", s.replicas, self.config.generator.model)
 
     def stop(self) -> None:
         import ray
@@ -301,7 +283,6 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
 
     g = config.generator
     assert g is not None
-    batch_size = g.batch_size if g.schedules_batches else config.ray.generate_batch_size
     return ds.map_batches(
         ServiceClient,
         fn_constructor_kwargs={
@@ -312,6 +293,6 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
         },
         compute=ray.data.ActorPoolStrategy(size=CLIENTS_PER_REPLICA * len(service.replicas)),
         num_cpus=0,
-        batch_size=batch_size,
+        batch_size=generator_placement(config).batch_rows,
         batch_format="pyarrow",
     )

@@ -21,10 +21,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 #: Ray starts workers at niceness 15 so that its own servers always get the CPU. On one machine the driver and those
-#: servers then take the cores from the workers doing the job: vLLM's engine in a Ray actor ran at 0.62 of its
-#: speed outside Ray, and at 1.03 with workers at normal priority (bench/vllm_throughput.py). A user's setting wins.
+#: servers then take the cores from the workers doing the job (docs/performance.md, "Why the defaults in the
+#: code"), so workers here run at normal priority. A user's setting wins.
 WORKER_NICENESS_ENV = "RAY_worker_niceness"
 _reaper: subprocess.Popen | None = None
 
@@ -40,12 +39,12 @@ def start_local_cluster(**init_kwargs: Any) -> None:
     """`ray.init` a new local cluster on loopback, with a reaper for a driver that dies without shutting it down."""
     import psutil
     import ray
-    from ray._private import ray_constants
+
+    from ray_jobs.ray_private import allow_clusters_on_one_host
 
     global _reaper
-    os.environ[LOOPBACK_ENV] = "0"
+    allow_clusters_on_one_host()
     os.environ.setdefault(WORKER_NICENESS_ENV, "0")
-    ray_constants.ENABLE_RAY_CLUSTER = False
     before = {p.pid for p in psutil.Process().children()}
     with warnings.catch_warnings():
         # A process that has used LanceDB warns in every child it forks; these children exec at once (Ray's servers,

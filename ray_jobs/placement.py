@@ -53,8 +53,6 @@ def pool_for(kind: str, config: RunConfig) -> Pool:
         return Pool(r.tokenize_actors, 0.0, 1.0, r.embed_batch_size)
     if kind == "rerank":
         return Pool(r.rerank_actors, r.rerank_gpus, 1.0, r.rerank_batch_size)
-    if kind == "generate":
-        return Pool(r.generate_actors, 0.0, 1.0, r.generate_batch_size)
     return Pool(r.retrieve_actors, 0.0, 1.0, r.retrieve_batch_size)
 
 

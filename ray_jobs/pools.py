@@ -8,10 +8,9 @@ The generator service is held for the whole run (phase `run`); `index` places it
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
-from ray_jobs.generator_service import replica_shape
+from ray_jobs.generator_service import generator_placement
 from ray_jobs.placement import KINDS, Step, shared_chain, steps, with_cpu_tokenizing
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL, get_method
@@ -20,18 +19,18 @@ from t2rag.pipeline.plan import WorkGroup, split_chain
 
 @dataclass(frozen=True)
 class PoolSpec:
-    """One actor pool (or vLLM engine pool) of a run."""
+    """One actor pool of a run (the generator's replicas are one)."""
 
     phase: str  # "index": one pool after another; "evaluate": every pool at once; "run": held through both
     role: str  # the work it does: generator, queries, passages, rerank, retrieve, tokenize, light
     stages: tuple[str, ...]
-    engine: str  # "vllm" or "actors"
-    model: str | None  # what each actor or engine replica loads
-    actors: int  # actors, or vLLM engine replicas
+    model: str | None  # what each actor or replica loads
+    actors: int  # actors, or generator replicas
     cpus: float  # per actor or replica
-    gpus: float  # per actor or replica (vLLM: tensor x pipeline parallel)
-    tensor_parallel: int = 1  # GPUs of one replica that must share a node
+    gpus: float  # per actor or replica
+    gpus_together: int | None = None  # GPUs of one actor that must share a node; None: all of them
     accelerator: str | None = None  # a Ray accelerator type every GPU of the pool must have
+    engine: str | None = None  # the generator engine these replicas run
 
     @property
     def model_loads(self) -> int:
@@ -68,25 +67,21 @@ def run_pools(config: RunConfig, work: list[WorkGroup], corpora: int, passages: 
 
 def generator_pool(config: RunConfig) -> PoolSpec:
     """The run's generator service: its replicas, each loading the model once."""
-    shape = replica_shape(config)
+    shape = generator_placement(config)
     g = config.generator
     assert g is not None
     return PoolSpec(
         "run",
         "generator",
         ("generate",),
-        "vllm" if g.schedules_batches else "actors",
         g.model,
-        actors=shape.count,
+        actors=shape.replicas,
         cpus=shape.cpus,
         gpus=shape.gpus,
-        tensor_parallel=g.tensor_parallel_size if g.schedules_batches else 1,
+        gpus_together=shape.gpus_together,
         accelerator=shape.accelerator,
+        engine=g.engine,
     )
-
-
-def _with(pool: PoolSpec, **fields) -> PoolSpec:
-    return PoolSpec(**{**asdict(pool), **fields})
 
 
 ROLES = {
@@ -111,12 +106,10 @@ def _pool(step: Step, config: RunConfig, phase: str) -> PoolSpec:
         phase,
         ROLES.get(first, "light"),
         step.segment,
-        "actors",
         _model(KINDS[first], config),
         actors=pool.size * step.shards,
         cpus=pool.cpus,
         gpus=pool.gpus,
-        tensor_parallel=max(1, math.ceil(pool.gpus)),
     )
 
 

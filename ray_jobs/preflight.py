@@ -1,5 +1,5 @@
 """A run's plan before any GPU-second is spent: its work, its pools on Ray, whether they fit a cluster, and what it
-will take. `t2rag plan` prints it; `t2rag eval --engine ray` and `ray_jobs.evaluate` check the fit against the
+will take. `t2rag plan` prints it; `t2rag eval --runner ray` and `ray_jobs.evaluate` check the fit against the
 cluster they run on before loading any model or building any index.
 
 Nothing here loads a model: the work comes from the core plan and the data (`t2rag.workload`), the pools from the
@@ -123,7 +123,7 @@ class RunPlan:
 
 
 def local_target(config: RunConfig) -> Target:
-    """The local cluster `t2rag eval --engine ray` would start on this machine."""
+    """The local cluster `t2rag eval --runner ray` would start on this machine."""
     from ray_jobs.local_cluster import local_cpus
 
     cpus = float(config.ray.num_cpus or local_cpus())
@@ -318,8 +318,8 @@ def render(plan: RunPlan) -> str:
         lines.append("Passages to embed (skipped where an index already holds them): "
                      + ", ".join(f"{k} {n:,}" for k, n in w.passages.items()))  # fmt: skip
     pool_rows = [
-        [p.phase, p.role, "+".join(p.stages), p.engine, p.model or "-", p.actors, p.cpus, p.gpus,
-         p.tensor_parallel if p.engine == "vllm" else "-", p.model_loads]
+        [p.phase, p.role, "+".join(p.stages), p.engine or "-", p.model or "-", p.actors, p.cpus, p.gpus,
+         p.gpus_together if p.engine and p.gpus else "-", p.model_loads]
         for p in plan.pools
     ]  # fmt: skip
     lines += ["", "Pools (the generator is held for the run; index pools run one after another, evaluation pools"

@@ -22,6 +22,7 @@ from serve.ingress import RAGIngress
 from serve.settings import API_KEY_ENV, ServeSettings
 from t2rag.config import RayConfig
 from t2rag.errors import T2RagError
+from t2rag.generation.registry import engine_of
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,8 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
 
 
 def compose(settings: ServeSettings, generator: Application | None = None) -> Application:
-    """Bind the deployments into one application; `generator` replaces the configured generator deployment. A vLLM
-    generator's engine (Ray Serve LLM's deployment) is bound inside it, with no route of its own."""
+    """Bind the deployments into one application; `generator` replaces the configured generator deployment. An
+    engine's served backend (vLLM: Ray Serve LLM's deployment) is bound inside it, with no route of its own."""
     config = settings.run_config()
     methods = settings.served_methods(config)
     health = {
@@ -50,16 +51,12 @@ def compose(settings: ServeSettings, generator: Application | None = None) -> Ap
         "health_check_timeout_s": settings.health_check_timeout_s,
     }
     if generator is None and config.generator is not None:
-        llm = None
-        if config.generator.schedules_batches:
-            from serve.llm import llm_deployment
-
-            llm = llm_deployment(config.generator)
+        backend = engine_of(config.generator).served_backend(config.generator)
         generator = GeneratorDeployment.options(
             ray_actor_options={"num_cpus": settings.generator_cpus, "num_gpus": settings.generator_gpus},
             max_ongoing_requests=settings.generator_ongoing_requests,
             **health,
-        ).bind(config.generator, settings, llm)
+        ).bind(config.generator, backend() if backend else None)
     return RAGIngress.options(
         ray_actor_options={"num_cpus": settings.replica_cpus, "num_gpus": settings.retrieval_gpus},
         **ingress_scaling(settings),
@@ -98,14 +95,11 @@ def run_foreground(
     settings = ServeSettings.parse({"config": config_path, "data": data, "generator": generator})
     config = settings.run_config()
     local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    serves_llm = config.generator is not None and config.generator.schedules_batches
-    if serves_llm:
-        from serve.llm import llm_config
-
-        llm_config(config.generator)  # a bad engine config fails here, before anything starts
-    # Binding needs no Ray, so a bad config fails here; Serve LLM's builder starts a Ray of its own, so an app with a
-    # vLLM engine is bound once the local cluster below is up.
-    app = None if serves_llm else compose(settings)
+    # A bad engine config fails here, before anything starts.
+    backend = config.generator is not None and engine_of(config.generator).served_backend(config.generator)
+    # Binding needs no Ray, so a bad config fails here; a served backend's builder (Serve LLM's) starts a Ray of its
+    # own, so an app with one is bound once the local cluster below is up.
+    app = None if backend else compose(settings)
     if host not in LOOPBACK_HOSTS:
         guarded = "" if settings.api_key is not None else f"; set {API_KEY_ENV} to require an API key"
         warning = f"t2rag: warning: listening on {host} exposes the API to the network{guarded} (see README)"

@@ -2,8 +2,8 @@
 
 Written here rather than using `@serve.batch` because Serve's batcher forms the next batch as soon as the previous
 one starts, then holds it until that one finishes: under steady load every batch is the one or two requests that
-arrived in between, and the rest wait behind them (measured with bench/serve_load.py: dense retrieval at
-concurrency 8 ran batches of about one query and spent 338 ms of its 387 ms in that queue). Here the batch is taken
+arrived in between, and the rest wait behind them (docs/performance.md, "Why the defaults in the code"). Here the
+batch is taken
 when the work can start, so its size follows the load, and a request given up on (its future cancelled at its
 deadline) is left out before any work is spent on it.
 """

@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serve.metrics import METHOD_STATE, RequestMetrics
+from serve.schemas import ErrorResponse
 from t2rag.errors import T2RagError
 
 log = logging.getLogger(__name__)
@@ -325,3 +326,32 @@ def install_error_handlers(app: FastAPI) -> None:
 def install_guard(app: FastAPI, guard: GuardSettings, metrics: RequestMetrics | None = None) -> None:
     """Wrap an app in the request guard (before its first request)."""
     app.add_middleware(RequestGuard, guard=guard, metrics=metrics)
+
+
+def _documented(entries: list[tuple[int, str]]) -> dict[int | str, dict]:
+    return {status: {"model": ErrorResponse, "description": text} for status, text in entries}
+
+
+#: The failures a route documents in the OpenAPI schema: every route's, and a generating route's.
+ROUTE_ERRORS = _documented(
+    [
+        (400, "bad input: unknown method or subset, unparseable JSON, ..."),
+        (413, "request body too large"),
+        (422, "a field is missing, of the wrong type or out of range"),
+        (503, "overloaded, or a deployment has no live replica right now: retry after `Retry-After` seconds"),
+        (504, "the request's deadline passed (its X-Timeout-Ms, else the route's timeout)"),
+    ]
+)
+GENERATION_ERRORS = {
+    **ROUTE_ERRORS,
+    **_documented(
+        [
+            (
+                422,
+                "a field is invalid, or the generator cannot run the request (e.g. the prompt is longer than the "
+                "model's context window)",
+            ),
+            (502, "the generator failed"),
+        ]
+    ),
+}

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from serve.schemas import MAX_GENERATE_TOKENS, MAX_K, MAX_MESSAGES, MAX_QUESTION_CHARS, Context
+from serve.schemas import MAX_GENERATE_TOKENS, MAX_K, MAX_MESSAGES, MAX_QUESTION_CHARS, ChatMessage, Context, Usage
 
 #: Extension fields live under this key, in requests and replies.
 EXTENSION = "t2rag"
@@ -157,58 +157,103 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
 
-def usage(generation: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI's usage object; `prompt_tokens_details.cached_tokens` where the engine reported its reuse."""
-    prompt, completion = generation.get("prompt_tokens") or 0, generation.get("completion_tokens") or 0
-    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
-    out["total_tokens"] = prompt + completion
-    if generation.get("cached_prompt_tokens") is not None:
-        out["prompt_tokens_details"] = {"cached_tokens": generation["cached_prompt_tokens"]}
-    return out
-
-
-def finish_reason(generation: dict[str, Any]) -> str:
+def finish_reason(generation: dict[str, Any]) -> FinishReason:
     return "length" if generation.get("finish_reason") == "length" else "stop"
 
 
-def completion(cid: str, model: str, content: str, generation: dict[str, Any], rag: RagResult) -> dict[str, Any]:
-    """A `chat.completion` object."""
-    return {
-        "id": cid,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": finish_reason(generation),
-                "logprobs": None,
-            }
-        ],
-        "usage": usage(generation),
-        EXTENSION: rag.model_dump(exclude_none=True),
-    }
+FinishReason = Literal["stop", "length"]
 
 
-def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-    """One `chat.completion.chunk` as a server-sent event."""
-    event = {
-        "id": cid,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-        **extra,
-    }
-    return f"data: {json.dumps(event, separators=(',', ':'))}\n\n"
+class ChatChoice(BaseModel):
+    index: int = Field(0, description="always 0: one choice per request")
+    message: ChatMessage = Field(description="the assistant's reply")
+    finish_reason: FinishReason = Field(description="`length` when the reply was cut at `max_tokens`, else `stop`")
+    logprobs: None = None
 
 
-def usage_chunk(cid: str, model: str, generation: dict[str, Any]) -> str:
-    """The chunk with no choices and the usage, sent last when `stream_options.include_usage` is set."""
-    event = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-             "choices": [], "usage": usage(generation)}  # fmt: skip
-    return f"data: {json.dumps(event, separators=(',', ':'))}\n\n"
+class _Reply(BaseModel):
+    """What every completion and chunk begins with."""
+
+    id: str = Field(default_factory=completion_id, description="a unique id for this completion")
+    created: int = Field(default_factory=lambda: int(time.time()), description="Unix time of the completion")
+    model: str = Field(description="the model that generated the reply (a served method, or the generator's model)")
+
+    def dumped(self) -> dict[str, Any]:
+        """The JSON object: fields that are None at the top level (usage, the extension) left out."""
+        return self.model_dump(exclude={name for name in ("usage", EXTENSION) if getattr(self, name, 0) is None})
+
+
+class ChatCompletion(_Reply):
+    """A `chat.completion` object, as /generate and /v1/chat/completions return it."""
+
+    object: Literal["chat.completion"] = "chat.completion"
+    choices: list[ChatChoice] = Field(description="the reply")
+    usage: Usage = Field(description="token counts")
+
+    @classmethod
+    def of(cls, model: str, content: str, generation: dict[str, Any], **fields: Any) -> Any:
+        """The completion of one generation (its generation columns) whose reply text is `content`."""
+        choice = ChatChoice(
+            message=ChatMessage(role="assistant", content=content), finish_reason=finish_reason(generation)
+        )
+        return cls(model=model, choices=[choice], usage=Usage.of(generation), **fields)
+
+
+class GenerateResponse(ChatCompletion):
+    """POST /generate's reply: the completion, its text and the generator's time."""
+
+    text: str = Field(description="the reply text (the same as choices[0].message.content)")
+    generation_s: float = Field(description="seconds spent waiting for the generator")
+
+
+class RagCompletion(ChatCompletion):
+    """POST /v1/chat/completions' reply: the completion with the answer's parts in the extension."""
+
+    t2rag: dict[str, Any] = Field(description="the RagResult: contexts, prediction, formula, ...")
+
+
+class ChunkDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: ChunkDelta
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(_Reply):
+    """One `chat.completion.chunk` of a stream."""
+
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+    t2rag: dict[str, Any] | None = None
+
+    def event(self) -> str:
+        """The chunk as a server-sent event."""
+        body = self.dumped()
+        for choice in body["choices"]:
+            choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
+        return f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
+
+
+class ChunkStream:
+    """The chunks of one streamed completion: one id and model for all of them."""
+
+    def __init__(self, model: str):
+        self.id, self.model = completion_id(), model
+
+    def text(self, content: str, finish: FinishReason | None = None, role: bool = False, **extra: Any) -> str:
+        delta = ChunkDelta(role="assistant" if role else None, content=content)
+        choice = ChunkChoice(delta=delta, finish_reason=finish)
+        return ChatCompletionChunk(id=self.id, model=self.model, choices=[choice], **extra).event()
+
+    def usage(self, generation: dict[str, Any]) -> str:
+        """The chunk with no choices and the usage, sent last when `stream_options.include_usage` is set."""
+        return ChatCompletionChunk(id=self.id, model=self.model, choices=[], usage=Usage.of(generation)).event()
 
 
 DONE = "data: [DONE]\n\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -79,10 +79,28 @@ class RetrieveResponse(BaseModel):
     contexts: list[Context] = Field(description="the top-k contexts, best first")
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(description="prompt tokens the engine reused instead of computing")
+
+
 class Usage(BaseModel):
+    """Token counts of a generation, as OpenAI's usage object (every reply that generates carries one)."""
+
     prompt_tokens: int = Field(description="tokens in the prompt")
     completion_tokens: int = Field(description="tokens generated")
     total_tokens: int = Field(description="prompt plus completion tokens")
+    prompt_tokens_details: PromptTokensDetails | None = Field(
+        None, description="where the engine reported how much of the prompt it reused"
+    )
+
+    @classmethod
+    def of(cls, generation: dict[str, Any]) -> Usage:
+        """The usage of a generation (its generation columns)."""
+        prompt, completion = generation.get("prompt_tokens") or 0, generation.get("completion_tokens") or 0
+        cached = generation.get("cached_prompt_tokens")
+        details = None if cached is None else PromptTokensDetails(cached_tokens=cached)
+        return cls(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
+                   prompt_tokens_details=details)  # fmt: skip
 
 
 class Timings(BaseModel):
@@ -121,23 +139,6 @@ class GenerateRequest(_Request):
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature; 0 is greedy")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     model: str | None = Field(None, max_length=256, description="accepted for OpenAI clients and ignored")
-
-
-class ChatChoice(BaseModel):
-    index: int = Field(description="always 0: one choice per request")
-    message: ChatMessage = Field(description="the assistant's reply")
-    finish_reason: str = Field(description="`length` when the reply was cut at `max_tokens`, else `stop`")
-
-
-class GenerateResponse(BaseModel):
-    id: str = Field(description="a unique id for this completion")
-    object: Literal["chat.completion"] = "chat.completion"
-    created: int = Field(description="Unix time of the completion")
-    model: str = Field(description="the model that generated the reply")
-    choices: list[ChatChoice] = Field(description="the reply")
-    usage: Usage = Field(description="token counts")
-    text: str = Field(description="the reply text (the same as choices[0].message.content)")
-    generation_s: float = Field(description="seconds spent waiting for the generator")
 
 
 class MethodInfo(BaseModel):

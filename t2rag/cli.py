@@ -124,7 +124,7 @@ def config_overrides(args: argparse.Namespace) -> dict:
         ("out", "out"),
         ("limit", "limit"),
         ("seed", "seed"),
-        ("engine", "engine"),
+        ("runner", "runner"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -156,7 +156,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     logging.getLogger("t2rag.progress").setLevel(logging.INFO)
     config = load_config(args.config, config_overrides(args))
-    if config.engine == "ray":
+    if config.runner == "ray":
         from ray_jobs.evaluate import run_ray
 
         result = run_ray(config, overwrite=args.overwrite)
@@ -305,6 +305,9 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from t2rag.retrieval.config import RetrievalConfig
+
+    default_k = RetrievalConfig.model_fields["k"].default
     parser = _Parser(prog="t2rag", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -335,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_args(ev)
     ev.add_argument("--methods", type=_csv, default=None, help="comma-separated method names")
     ev.add_argument("--retrieval-only", action="store_true", help="retrieval metrics only, no generation")
-    ev.add_argument("--k", type=int, default=None, help="contexts per question (default 3)")
+    ev.add_argument("--k", type=int, default=None, help=f"contexts per question (default {default_k})")
     ev.add_argument("--limit", type=int, default=None, help="seeded sample of N questions per subset for generation")
     ev.add_argument("--seed", type=int, default=None)
     ev.add_argument(
@@ -348,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--tensor-parallel-size", type=int, default=None)
     ev.add_argument("--replicas", type=int, default=None)
     ev.add_argument("--out", default=None, help="output directory or s3:// prefix")
-    ev.add_argument("--engine", choices=["local", "ray"], default=None)
+    ev.add_argument("--runner", choices=["local", "ray"], default=None, help="this process, or Ray")
     ev.add_argument("--overwrite", action="store_true", help="replace results of a different config in --out")
     ev.add_argument("--json", action="store_true")
     ev.set_defaults(func=cmd_eval)

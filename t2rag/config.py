@@ -12,10 +12,19 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from t2rag.errors import ConfigError
-from t2rag.generation.config import GeneratorConfig, resolve_generator
+from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.registry import as_spec, resolve_generator
 from t2rag.methods import METHODS
 from t2rag.prompts import PromptConfig
 from t2rag.retrieval.config import RetrievalConfig
@@ -34,7 +43,7 @@ class DataConfig(BaseModel):
 
 
 class RayConfig(BaseModel):
-    """Cluster and actor-pool settings for `engine: ray` (ignored by the single-process engine)."""
+    """Cluster and actor-pool settings for `runner: ray` (ignored by a single-process run)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -51,7 +60,7 @@ class RayConfig(BaseModel):
     embed_actors: int = Field(1, ge=1)
     embed_gpus: float = Field(0.0, ge=0)
     #: CPUs per embedding actor, which are also its torch threads. None: 1 beside a GPU, else the node's cores (at
-    #: most 8): a CPU encoder on one thread is much slower than the single-process engine.
+    #: most 8): a CPU encoder on one thread is much slower than a single-process run.
     embed_cpus: float | None = Field(None, gt=0)
     #: Rows per embedding call. The embedder batches inside by rows or tokens; a large call lets it sort by length
     #: and embed a question once for all methods.
@@ -66,8 +75,6 @@ class RayConfig(BaseModel):
     rerank_actors: int = Field(1, ge=1)
     rerank_gpus: float = Field(0.0, ge=0)
     rerank_batch_size: int = Field(64, ge=1)
-    #: Generator replicas of llama.cpp and HTTP engines (vLLM's are `generator.replicas`); held for the whole run.
-    generate_actors: int = Field(1, ge=1)
     #: A generator call with no answer within this long (its queue at the replica included) means a hung engine:
     #: the replica is restarted and the batch sent to another.
     engine_timeout_s: float = Field(900.0, gt=0)
@@ -77,7 +84,18 @@ class RayConfig(BaseModel):
     #: Before loading anything, refuse a run whose pools cannot all be placed on the cluster (ray_jobs.preflight).
     #: Turn off on a cluster that autoscales from nodes this driver cannot see (KubeRay without a launcher file).
     check_placement: bool = True
-    generate_batch_size: int = Field(8, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: object) -> object:
+        for old, new in MOVED_RAY_FIELDS.items():
+            if isinstance(data, dict) and old in data:
+                raise ValueError(f"ray.{old} is now {new} (one knob for every engine)")
+        return data
+
+
+#: Fields that left `ray:`, and where they are now.
+MOVED_RAY_FIELDS = {"generate_actors": "generator.replicas", "generate_batch_size": "generator.batch_size"}
 
 
 class EstimateConfig(BaseModel):
@@ -100,28 +118,37 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = "t2rag"
-    data: DataConfig = DataConfig()
+    name: str = "t2rag"  # the run's name in its manifest and report
+    data: DataConfig = DataConfig()  # which questions and contexts
+    #: The methods to run (t2rag.methods; docs/methods.md).
     methods: list[str] = Field(default_factory=lambda: ["bm25", "base", "hybrid_bm25", "hybrid_rrf"])
-    retrieval: RetrievalConfig = RetrievalConfig()
-    generator: GeneratorConfig | None = None  # a preset name, or a mapping (optionally `preset: NAME` + overrides)
-    prompts: PromptConfig = PromptConfig()
-    retrieval_only: bool = False
+    retrieval: RetrievalConfig = RetrievalConfig()  # the retrievers and how many contexts are read
+    #: A preset name, or a mapping (optionally `preset: NAME` plus overrides); validated by its engine's config class.
+    generator: SerializeAsAny[GeneratorConfig] | None = None
+    prompts: PromptConfig = PromptConfig()  # the prompt templates and their limits
+    retrieval_only: bool = False  # rank every question, generate nothing
     retrieval_only_methods: list[str] = Field(default_factory=list)  # these only retrieve, even when others generate
     limit: int | None = Field(None, ge=1)  # questions per subset that go to generation (seeded sample)
-    seed: int = 0
-    #: Attempts of the whole run, on either engine: after a fault (a lost node, a failed job) or rows whose
+    seed: int = 0  # of the generation sample
+    #: Attempts of the whole run, on either runner: after a fault (a lost node, a failed job) or rows whose
     #: generation failed, what is missing is computed again, up to this many times in all.
     max_attempts: int = Field(3, ge=1)
-    out: str = "runs/latest"
-    engine: Literal["local", "ray"] = "local"
-    ray: RayConfig = RayConfig()
-    estimate: EstimateConfig = EstimateConfig()
+    out: str = "runs/latest"  # where records, summary and manifest go: a folder or an s3:// prefix
+    runner: Literal["local", "ray"] = "local"  # this process, or Ray (ray_jobs)
+    ray: RayConfig = RayConfig()  # pools and cluster of `runner: ray`
+    estimate: EstimateConfig = EstimateConfig()  # what `t2rag plan` assumes
 
     @field_validator("generator", mode="before")
     @classmethod
     def _generator_preset(cls, value: object) -> object:
         return resolve_generator(value) if isinstance(value, str | dict) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "engine" in data:
+            raise ValueError("'engine' (local or ray) is now 'runner'; `engine` names a generator's engine")
+        return data
 
     @field_validator("methods")
     @classmethod
@@ -150,8 +177,9 @@ class RunConfig(BaseModel):
         return not self.retrieval_only and method not in self.retrieval_only_methods
 
     def fingerprint(self) -> str:
-        """A hash of everything that changes results (not the output location or the engine)."""
-        payload = self.model_dump(exclude={"out", "engine", "name", "ray", "estimate", "max_attempts"})
+        """A hash of everything that changes results (not the output location, the runner or the placement)."""
+        skip = {"out", "runner", "name", "ray", "estimate", "max_attempts"}
+        payload = self.model_dump(exclude={**dict.fromkeys(skip, True), "generator": {"replicas", "batch_size"}})
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -183,8 +211,8 @@ def _read_config(path: Path, seen: tuple[Path, ...]) -> dict:
         raise ConfigError(f"{path}: not valid YAML ({_yaml_reason(exc)})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a run config is a mapping of fields")
-    if isinstance(raw.get("generator"), str):  # a preset name in the file can still take overrides
-        raw["generator"] = {"preset": raw["generator"]}
+    if "generator" in raw:  # a preset name in the file can still take overrides
+        raw["generator"] = as_spec(raw["generator"])
     base = raw.pop("extends", None)
     if base is None:
         return raw

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from t2rag.methods import reads_of
+from t2rag.methods import readers_of
 from t2rag.metrics.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
 from t2rag.metrics.significance import ALL_SUBSETS, Difference, pairwise, significant
 from t2rag.metrics.summary import NM_INTERVAL, ordered_subsets
@@ -31,7 +31,7 @@ def run_k(manifest: dict | None) -> int:
 
 def attributed(records: pa.Table, manifest: dict | None) -> pa.Table:
     """The records with every answered record's outcome (computed for records written before the column)."""
-    return with_outcomes(records, run_k(manifest), reads_of(records.column("method").to_pylist()))
+    return with_outcomes(records, run_k(manifest), readers_of(records.column("method").to_pylist()))
 
 
 def outcome_table(records: pa.Table, methods: Sequence[str]) -> tuple[list[str], list[list[object]]]:

@@ -35,7 +35,7 @@ class Method:
     retriever: str | None = None  # a name from t2rag.retrieval.RETRIEVERS; None: no retrieval
     stages: tuple[str, ...] = ()  # question -> ranking; empty for methods that do not retrieve
     index_texts: IndexTexts = "context"
-    reads: ReaderInput = "retrieved_context"
+    reader: ReaderInput = "retrieved_context"
 
     @property
     def retrieves(self) -> bool:
@@ -51,6 +51,10 @@ class Method:
         """A generating stage before retrieval (HyDE), or an index of generated summaries."""
         return "generate" in self.stages or self.index_texts == "summary"
 
+    def texts_read(self, k: int) -> int:
+        """How many texts its generator reads: none, the gold context, or the top k (contexts or summaries)."""
+        return {"none": 0, "gold": 1}.get(self.reader, k)
+
     def chain(self, generate: bool) -> tuple[str, ...]:
         """The stages a question of this method goes through: ranking, then answering when it is generated."""
         return self.stages + (ANSWER if generate else ())
@@ -59,8 +63,8 @@ class Method:
 METHODS: dict[str, Method] = {
     m.name: m
     for m in [
-        Method("pretrained_only", "the question alone, no context", reads="none"),
-        Method("oracle", "the question with its own gold context", reads="gold"),
+        Method("pretrained_only", "the question alone, no context", reader="none"),
+        Method("oracle", "the question with its own gold context", reader="gold"),
         Method("base", "dense top-k (Base-RAG)", retriever="base", stages=DENSE),
         Method("bm25", "BM25 top-k", retriever="bm25", stages=LEXICAL),
         Method(
@@ -83,7 +87,7 @@ METHODS: dict[str, Method] = {
             retriever="base",
             stages=DENSE,
             index_texts="summary",
-            reads="retrieved_summary",
+            reader="retrieved_summary",
         ),
         Method(
             "sumcontext",
@@ -91,7 +95,7 @@ METHODS: dict[str, Method] = {
             retriever="base",
             stages=DENSE,
             index_texts="summary",
-            reads="retrieved_context",
+            reader="retrieved_context",
         ),
         # Beyond the paper: metadata-aware and long-context retrieval (t2rag.retrieval.fused, .chunked_dense).
         Method("bm25_numeric", "BM25 over numeric- and table-aware tokens", retriever="bm25_numeric", stages=LEXICAL),
@@ -127,6 +131,6 @@ def get_method(name: str) -> Method:
         raise ValueError(f"unknown method '{name}' (choose from {', '.join(METHODS)})") from None
 
 
-def reads_of(names: Iterable[str]) -> dict[str, str]:
-    """What each named method's generator reads (`Method.reads`), as the outcome attribution needs it."""
-    return {name: get_method(name).reads for name in set(names)}
+def readers_of(names: Iterable[str]) -> dict[str, str]:
+    """What each named method's generator reads (`Method.reader`), as the outcome attribution needs it."""
+    return {name: get_method(name).reader for name in set(names)}

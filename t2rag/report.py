@@ -71,7 +71,7 @@ CURVE_KS = tuple(range(1, 11))
 
 def rank_curves(records: pa.Table) -> tuple[list[int], dict[str, dict[str, list[float | None]]]]:
     """MRR@k and Recall@k in percent for k = 1..10, per retrieving method over all its questions; None for a k
-    beyond the method's lists (a reranker returns its pool of pool_factor x k). The lists' lengths come from
+    beyond the method's lists (a reranker returns its candidate_factor x k candidates). The lists' lengths come from
     `context_ids`, or from a `depth` column where the lists were not read."""
     ranked = records.filter(pc.is_valid(records.column("gold_rank")))
     curves: dict[str, dict[str, list[float | None]]] = {}

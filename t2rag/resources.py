@@ -1,7 +1,7 @@
 """What the stages of one process share, loaded lazily and once: data, corpora, indexes, models and the generator.
 
 A Resources object makes no decision about any method: it hands a stage the corpus, retriever or model the
-stage asks for. The single-process engine holds one; every Ray actor and Serve replica holds its own.
+stage asks for. The single-process runner holds one; every Ray actor and Serve replica holds its own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from t2rag.data.distractors import extend, load_distractors
 from t2rag.errors import ConfigError, InputError
 from t2rag.generation.base import Generator
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.factory import build_generator
+from t2rag.generation.registry import build_generator
 from t2rag.methods import Method
 from t2rag.progress import StageLog
 from t2rag.prompts import Prompts

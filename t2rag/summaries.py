@@ -19,6 +19,7 @@ from t2rag.data.corpus import Corpus
 from t2rag.generation.base import Generator
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.prefix import generate_shared
+from t2rag.generation.registry import engine_of
 from t2rag.generation.requests import free_text_requests, generation_columns, requests_of
 from t2rag.progress import StageLog
 from t2rag.prompts import Prompts
@@ -43,7 +44,7 @@ def summary_key(corpus: Corpus, generator: GeneratorConfig, prompts: Prompts) ->
             corpus.fingerprint,
             generator.engine,
             generator.model,
-            generator.quantization or "",
+            engine_of(generator).variant(generator),
             prompts.templates["summarize"],
             str(prompts.config.summary_max_tokens),
             str(prompts.config.max_context_chars),

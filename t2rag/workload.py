@@ -119,14 +119,13 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
             if method.retrieves:
                 cell["retrievals"] += n
                 cell["dense"] += n if method.searches_vectors else 0
-                cell["pairs"] += n * config.retrieval.reranker.pool_factor * k if "rerank" in method.stages else 0
+                cell["pairs"] += n * config.retrieval.reranker.candidate_factor * k if "rerank" in method.stages else 0
             if "generate" in method.stages:
                 chars = n * hyde_overhead + question_chars
                 cell["hyde"] += Generation(n, tokens(chars), n * prompts.config.hyde_max_tokens)
             if answering:
-                count, each = {"none": (0, 0.0), "gold": (1, clipped[subset]),
-                               "retrieved_context": (k, clipped[subset]),
-                               "retrieved_summary": (k, summary_chars)}[method.reads]  # fmt: skip
+                count = method.texts_read(k)  # as read_contexts reads them
+                each = summary_chars if method.reader == "retrieved_summary" else clipped[subset]
                 # Contexts enter the prompt by characters only: the prompt around `count` excerpts, plus each
                 # excerpt's mean length as the prompt shows it (clipped).
                 chars = n * (_answer_overhead(prompts, count) + count * each) + question_chars

@@ -160,7 +160,7 @@ SCRIPTED_METHODS = ["oracle", "pretrained_only", "bm25", "bm25_meta"]
 @pytest.fixture(scope="session")
 def scripted_run(tmp_path_factory, sample) -> str:
     """A real run of the bundled sample (120 sampled questions of each subset, retrieval for all 2,025) through
-    the single-process engine, answered by the scripted OpenAI-compatible server (tests/scripted_server.py):
+    the single-process runner, answered by the scripted OpenAI-compatible server (tests/scripted_server.py):
     records with every outcome, in seconds. Returns the run directory."""
     from t2rag.config import load_config
     from t2rag.pipeline.local import run_local

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -167,14 +170,14 @@ def test_contexts_are_counted_as_clipped_by_max_context_chars():
 
 
 def test_reranked_pairs_dense_queries_and_question_tokens():
-    """A reranker scores pool_factor x k pairs per question; only dense methods embed their questions; the mean
+    """A reranker scores candidate_factor x k pairs per question; only dense methods embed their questions; the mean
     question's tokens are its characters over the ratio."""
     config = load_config(None, {"methods": ["bm25", "reranker", "base"], "retrieval_only": True, "limit": 5,
                                 "data": {"subsets": ["FinQA"]}})  # fmt: skip
     resources = Resources(config)
     workload = measure_workload(config, resources, plan_work(config, resources.questions), answer_tokens=100)
     questions = resources.questions.scored().column("question").to_pylist()
-    per_question = config.retrieval.reranker.pool_factor * config.retrieval.k
+    per_question = config.retrieval.reranker.candidate_factor * config.retrieval.k
     assert _cell(workload, "reranker", "FinQA").reranked_pairs == len(questions) * per_question
     assert _cell(workload, "bm25", "FinQA").reranked_pairs == 0 and _cell(workload, "bm25", "FinQA").dense_queries == 0
     assert _cell(workload, "base", "FinQA").dense_queries == _cell(workload, "reranker", "FinQA").retrievals
@@ -200,3 +203,36 @@ def test_prompts_sharing_a_prefix_compute_it_once_per_method(measured):
     assert total.prompts == sum(m.answers.prompts for m in workload.methods)
     assert total.output_tokens == sum(m.answers.output_tokens for m in workload.methods)
     assert total.to_compute == sum(m.answers.to_compute for m in workload.methods)
+
+
+def test_every_method_s_answer_prompts_are_estimated_from_the_stages_own_prompts():
+    """For every registered method, the real prompting stages (`read_contexts`, `answer_prompts`) on the planned
+    rows, fed the gold context and the next ones in corpus order as the ranking, give prompts whose characters
+    the estimate matches: exactly without contexts, within 20% with them (estimated at the corpus's mean length).
+    Summary-reading methods are left out: their summaries do not exist before a run."""
+    from t2rag.methods import METHODS as REGISTERED
+    from t2rag.methods import PROMPTING
+    from t2rag.stages import built
+    from t2rag.stages.base import run_chain, with_columns
+
+    names = [m for m, method in REGISTERED.items() if method.reader != "retrieved_summary"]
+    config = load_config(None, {"methods": names, "generator": "qwen2.5-0.5b", "limit": 8,
+                                "data": {"subsets": ["FinQA"]}})  # fmt: skip
+    resources = Resources(config)
+    work = plan_work(config, resources.questions)
+    workload = measure_workload(config, resources, work, answer_tokens=100)
+    corpus, k, ratio = resources.corpus("FinQA"), config.retrieval.k, config.estimate.chars_per_token
+    stages = built(resources, PROMPTING)
+    for name in names:
+        rows = _rows(work, name, "FinQA")
+        firsts = [corpus.positions[c] for c in rows.column("context_id").to_pylist()]
+        ranked = [[corpus.context_ids[(f + i) % len(corpus)] for i in range(k + 2)] for f in firsts]
+        rows = with_columns(rows, {"context_ids": pa.array(ranked, pa.list_(pa.string()))})
+        prompts = run_chain(stages, rows).column("messages_json").to_pylist()
+        chars = sum(sum(len(m["content"]) for m in json.loads(p)) for p in prompts)
+        estimated = _cell(workload, name, "FinQA").answers
+        assert estimated.prompts == rows.num_rows == 8, name
+        if REGISTERED[name].reader == "none":
+            assert estimated.prompt_tokens == round(chars / ratio), name
+        else:
+            assert estimated.prompt_tokens == pytest.approx(chars / ratio, rel=0.2), name

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +164,12 @@ class Generator(ABC):
             yield Delta(generation.text)
         yield Delta(done=generation)
 
+    async def astream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        """`stream` for an event loop (a served replica): the engine runs in a worker thread, its pieces handed over
+        as they come; engines with an async client of their own override it."""
+        async for delta in _in_thread(self.stream(request)):
+            yield delta
+
     def load(self) -> None:  # noqa: B027 - optional hook
         """Load the model now instead of on the first batch (engines that hold weights)."""
 
@@ -173,6 +181,38 @@ class Generator(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_END = object()
+
+
+async def _in_thread(items: Iterator[Delta]) -> AsyncIterator[Delta]:
+    """A blocking iterator consumed in a worker thread, its items handed to the event loop as they come; when the
+    consumer stops early (a client gone), the iterator is closed, so the engine stops and frees its lock."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    stop = threading.Event()
+
+    def pump() -> None:
+        try:
+            for item in items:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+                if stop.is_set():
+                    break
+        except BaseException as exc:  # handed to the consumer
+            loop.call_soon_threadsafe(queue.put_nowait, exc)
+        finally:
+            getattr(items, "close", lambda: None)()
+            loop.call_soon_threadsafe(queue.put_nowait, _END)
+
+    loop.run_in_executor(None, pump)
+    try:
+        while (item := await queue.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()  # the thread ends at the engine's next piece (a hung engine's thread is not waited for)
 
 
 def log_batch(engine: str, results: Sequence[Generation], elapsed: float) -> None:

@@ -10,15 +10,16 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 # llama.cpp's OpenMP threads busy-wait between steps; on a shared machine (Ray workers, other jobs) that spinning
-# slowed SmolLM2 about 4x here. Passive waiting costs nothing on an idle machine. It must be set before llama.cpp
-# loads its OpenMP runtime; an explicit setting in the environment wins.
+# slows every step (docs/performance.md, "Why the defaults in the code"). Passive waiting costs nothing on an idle
+# machine. It must be set before llama.cpp loads its OpenMP runtime; an explicit setting in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from t2rag.generation.base import ChatRequest, Delta, Generation, Generator, Message, log_batch, rejected
 from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.engine import Capabilities, Engine
 from t2rag.generation.grammar_first import grammar_first
 from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf
 from t2rag.model_loads import record_load
@@ -27,6 +28,38 @@ log = logging.getLogger(__name__)
 
 # llama.cpp's own message when the prompt alone overflows the window.
 _OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+class LlamaCppConfig(GeneratorConfig):
+    """llama.cpp in this process, on CPU."""
+
+    engine: Literal["llamacpp"] = "llamacpp"
+    n_ctx: int = 8192
+    n_threads: int | None = None  # None: all cores
+    n_batch: int = 512
+    #: Reuse the evaluated prefix of the previous prompt (the shared system prompt). Off, every prompt is evaluated
+    #: afresh: slower, but an answer never depends on the requests before it (the served app runs so).
+    prompt_cache: bool = True
+
+
+class LlamaCppEngine(Engine):
+    name = "llamacpp"
+    config_class = LlamaCppConfig
+
+    def build(self, config: LlamaCppConfig) -> Generator:
+        return LlamaCppGenerator(config)
+
+    def capabilities(self, config: LlamaCppConfig) -> Capabilities:
+        return Capabilities(
+            streaming=True,
+            batching="one_at_a_time",
+            structured_output=True,
+            prefix_reuse=config.prompt_cache,
+            token_counting=True,
+        )
+
+    def for_serving(self, config: LlamaCppConfig) -> LlamaCppConfig:
+        return config.model_copy(update={"prompt_cache": False})
 
 
 class ContextOverflow(Exception):
@@ -56,7 +89,7 @@ class LlamaCppGenerator(Generator):
 
     engine = "llamacpp"
 
-    def __init__(self, config: GeneratorConfig):
+    def __init__(self, config: LlamaCppConfig):
         self.config = config
         self._llm: Any = None
         self._formatter: Any = None  # renders messages as the model's chat template, for token counting
@@ -244,3 +277,6 @@ def _one_line(exc: BaseException) -> str:
         return str(ContextOverflow(int(match[1]), int(match[2])))
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:500]
+
+
+ENGINE = LlamaCppEngine()

@@ -12,9 +12,10 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from pydantic import Field
 
 from t2rag.errors import ConfigError
 from t2rag.generation.base import (
@@ -28,6 +29,7 @@ from t2rag.generation.base import (
     reported_cached_tokens,
 )
 from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.engine import Capabilities, Engine
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,35 @@ class _Fatal(Exception):
     """A failure another attempt would repeat (a 4xx other than 429, an unreadable reply)."""
 
 
+class OpenAIConfig(GeneratorConfig):
+    """An OpenAI-compatible chat-completions server (vLLM, Ray Serve LLM, llama.cpp's server, a hosted API)."""
+
+    engine: Literal["openai"] = "openai"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"  # the key is read from this variable, never stored
+    json_mode: Literal["json_schema", "json_object", "none"] = "json_schema"
+    concurrency: int = Field(8, ge=1)
+    timeout_s: float = Field(300.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+
+
+class OpenAIEngine(Engine):
+    name = "openai"
+    config_class = OpenAIConfig
+
+    def build(self, config: OpenAIConfig) -> Generator:
+        return OpenAIHTTPGenerator(config)
+
+    def capabilities(self, config: OpenAIConfig) -> Capabilities:
+        return Capabilities(
+            streaming=True,
+            batching="concurrent",
+            structured_output=config.json_mode != "none",
+            prefix_reuse=False,  # the server's business; it may report reuse in its usage
+            token_counting=True,
+        )
+
+
 class OpenAIHTTPGenerator(Generator):
     """Sends a batch as concurrent chat-completion requests, with retries, and returns the results in order."""
 
@@ -58,7 +89,7 @@ class OpenAIHTTPGenerator(Generator):
     backoff_base_s = 0.5
     backoff_cap_s = 20.0
 
-    def __init__(self, config: GeneratorConfig):
+    def __init__(self, config: OpenAIConfig):
         if not config.base_url:
             raise ConfigError(f"generator '{config.name}': engine 'openai' needs base_url (e.g. http://HOST:8000/v1)")
         self.config = config
@@ -224,3 +255,6 @@ def _squash(text: str, limit: int = 300) -> str:
     """One line, shortened: error messages end up in result tables."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+ENGINE = OpenAIEngine()

@@ -1,31 +1,110 @@
-"""vLLM in this process (`vllm.LLM`): the engine is started once, on the first batch (or `load`), and serves every
-later batch of the process. The single-process engine holds one; on Ray, each replica of the run's generator
-service (ray_jobs.generator_service) holds one, so a run loads the model once per replica, whatever phases
-(context summaries, HyDE, answers) generate. Engine settings (tensor parallelism, prefix caching, quantisation) come
-from `GeneratorConfig` and are shared with serving (`vllm_engine_kwargs`).
+"""The vLLM engine: its config, its placement, vLLM in this process for batch runs, and Ray Serve LLM when served.
+
+In process (`vllm.LLM`, `VLLMGenerator`): the engine is started once, on the first batch (or `load`), and serves every
+later batch of the process. A single-process run holds one; on Ray, each replica of the run's generator service
+(ray_jobs.generator_service) holds one, so a run loads the model once per replica, whatever phases (context
+summaries, HyDE, answers) generate. Engine settings (tensor parallelism, prefix caching, quantisation) come from
+`VLLMConfig` and are shared with serving (`vllm_engine_kwargs`).
+
+Served (`llm_deployment`, `ServeLLMGenerator`): see the section below.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
+import json
 import os
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from t2rag.errors import EngineRefused, one_line
-from t2rag.generation.base import ChatRequest, Generation, Generator, SamplingParams, rejected
+from pydantic import Field
+
+from t2rag.errors import ConfigError, EngineRefused, one_line
+from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, Generator, SamplingParams, rejected
 from t2rag.generation.config import GeneratorConfig
+from t2rag.generation.engine import Capabilities, Engine, Placement
 from t2rag.generation.models import PACKAGED_MODELS
 from t2rag.model_access import loading
 from t2rag.model_loads import record_load
 
+if TYPE_CHECKING:
+    from ray.serve.deployment import Application
+    from ray.serve.handle import DeploymentHandle
 
-def vllm_engine_kwargs(config: GeneratorConfig) -> dict[str, Any]:
+
+class VLLMConfig(GeneratorConfig):
+    """vLLM: in process on a Ray run's replicas, behind Ray Serve LLM when served. `model` is a Hugging Face id or
+    directory, or a packaged model name (exported to Hugging Face format on first use, see
+    t2rag.generation.hf_export)."""
+
+    engine: Literal["vllm"] = "vllm"
+    batch_size: int = Field(32, ge=1)  # rows per call: vLLM batches them (and every client's) continuously
+    tensor_parallel_size: int = Field(1, ge=1)
+    pipeline_parallel_size: int = Field(1, ge=1)
+    max_model_len: int = 16384
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    quantization: str | None = None
+    dtype: str = "auto"
+    enable_prefix_caching: bool = True  # every answer prompt shares the long system prompt
+    accelerator_type: str | None = None  # e.g. "H100"
+    enforce_eager: bool = False  # no CUDA graphs (the CPU build needs it)
+    device: Literal["gpu", "cpu"] = "gpu"  # "cpu": vLLM's CPU build (Serve LLM then runs it without Ray workers)
+    engine_env: dict[str, str] = Field(
+        default_factory=dict, description="environment of the engine's processes, e.g. VLLM_CPU_KVCACHE_SPACE (GiB)"
+    )
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica holds (0 on CPU)."""
+        return 0 if self.device == "cpu" else self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+class VLLMEngine(Engine):
+    name = "vllm"
+    config_class = VLLMConfig
+
+    def build(self, config: VLLMConfig) -> Generator:
+        return VLLMGenerator(config)
+
+    def capabilities(self, config: VLLMConfig) -> Capabilities:
+        return Capabilities(
+            streaming=True,
+            batching="continuous",
+            structured_output=True,
+            prefix_reuse=config.enable_prefix_caching,
+            token_counting=True,
+        )
+
+    def variant(self, config: VLLMConfig) -> str:
+        return config.quantization or ""
+
+    def placement(self, config: VLLMConfig) -> Placement:
+        gpus = config.gpus_per_replica
+        return Placement(
+            replicas=config.replicas,
+            cpus=float(gpus or 1),
+            gpus=float(gpus),
+            batch_rows=config.batch_size,
+            gpus_together=config.tensor_parallel_size if gpus else 1,
+            accelerator=config.accelerator_type if gpus else None,
+            runtime_env=engine_runtime_env(config),
+        )
+
+    def served_backend(self, config: VLLMConfig) -> Callable[[], Any]:
+        llm_config(config)  # a bad engine config (or no Ray Serve LLM) fails now
+        return lambda: llm_deployment(config)
+
+    def served_generator(self, config: VLLMConfig, backend: Any) -> Generator:
+        return ServeLLMGenerator(backend, config)
+
+
+def vllm_engine_kwargs(config: VLLMConfig) -> dict[str, Any]:
     """vLLM engine arguments for batch jobs and for serving."""
     kwargs: dict[str, Any] = {
         "tensor_parallel_size": config.tensor_parallel_size,
@@ -42,7 +121,7 @@ def vllm_engine_kwargs(config: GeneratorConfig) -> dict[str, Any]:
     return kwargs
 
 
-def model_source(config: GeneratorConfig) -> str:
+def model_source(config: VLLMConfig) -> str:
     """What vLLM loads: a packaged model name becomes its Hugging Face export (made once, then reused)."""
     if config.model in PACKAGED_MODELS:
         from t2rag.generation.hf_export import export_hf, hf_export_dir
@@ -51,7 +130,7 @@ def model_source(config: GeneratorConfig) -> str:
     return config.model
 
 
-def engine_runtime_env(config: GeneratorConfig) -> dict[str, Any] | None:
+def engine_runtime_env(config: VLLMConfig) -> dict[str, Any] | None:
     """The Ray runtime env of the engine's processes (its `engine_env`), for Ray actors and Serve LLM."""
     return {"env_vars": dict(config.engine_env)} if config.engine_env else None
 
@@ -162,7 +241,7 @@ class VLLMGenerator(Generator):
     engine = "vllm"
     concurrent_batches = True
 
-    def __init__(self, config: GeneratorConfig):
+    def __init__(self, config: VLLMConfig):
         self.config = config
         self._llm: Any = None
         self._feed: EngineFeed | None = None
@@ -230,3 +309,120 @@ def _generation(future: Future, seconds: float) -> Generation:
         finish_reason=o.outputs[0].finish_reason,
         cached_prompt_tokens=getattr(o, "num_cached_tokens", None),
     )
+
+
+# -- served: Ray Serve LLM ---------------------------------------------------------------------------------
+# `llm_deployment` is Serve LLM's `LLMServer` deployment; `serve.app.compose` binds it into the t2rag application as
+# a child of the Generator deployment, so it has no route of its own on the HTTP proxy (every request goes through
+# the ingress and its API key) and is reached through a deployment handle, from a replica on any node.
+# `ServeLLMGenerator` streams chat requests over that handle; with `prefix_reuse`, Serve LLM's prefix-aware router
+# picks the replica of each request. `ray.serve.llm` imports only where vLLM is installed (the GPU extra, or the
+# CPU build of `make vllm`).
+#: Ray Serve LLM's request router that sends a prompt to the replica holding most of its prefix.
+PREFIX_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
+
+
+def llm_config(generator: VLLMConfig) -> Any:
+    """Ray Serve LLM's `LLMConfig` for a vLLM generator config."""
+    try:
+        from ray.serve.llm import LLMConfig
+    except ImportError as exc:
+        raise ConfigError(
+            "serving a vllm generator needs Ray Serve LLM, which imports only with vllm installed "
+            "(pip install 't2rag[gpu]')"
+        ) from exc
+    deployment: dict[str, Any] = {
+        "autoscaling_config": {"min_replicas": generator.replicas, "max_replicas": generator.replicas}
+    }
+    if generator.prefix_reuse:  # online requests one at a time: Serve LLM's prefix-aware router (see the README)
+        deployment["request_router_config"] = {"request_router_class": PREFIX_ROUTER}
+    return LLMConfig(
+        model_loading_config={"model_id": generator.model, "model_source": model_source(generator)},
+        runtime_env=engine_runtime_env(generator),
+        engine_kwargs=vllm_engine_kwargs(generator),
+        deployment_config=deployment,
+        accelerator_type=generator.accelerator_type,
+        # vLLM's CPU platform refuses Ray workers; Serve LLM uses its multiprocessing executor for a CPU config.
+        accelerator_config={"kind": "cpu"} if generator.device == "cpu" else None,
+    )
+
+
+def llm_deployment(generator: VLLMConfig) -> Application:
+    """Serve LLM's engine deployment for `generator`, to bind into an application (it adds no HTTP route)."""
+    config = llm_config(generator)  # first: without vllm, a ConfigError naming the fix
+    from ray.serve.llm import build_llm_deployment
+
+    return build_llm_deployment(config)
+
+
+class ServeLLMGenerator(Generator):
+    """Chat completions through the `LLMServer` handle, streamed (a whole completion is its stream joined)."""
+
+    engine = "vllm"
+    concurrent_batches = True
+
+    def __init__(self, handle: DeploymentHandle, generator: VLLMConfig):
+        self.handle = handle.options(stream=True)
+        self.generator = generator
+
+    @property
+    def model_id(self) -> str:
+        return self.generator.model
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        """Outside an event loop only (a served replica calls `astream`)."""
+
+        async def whole(request: ChatRequest) -> Generation:
+            done = Generation(text="", error="the engine ended without a result")
+            async for delta in self.astream(request):
+                done = delta.done or done
+            return done
+
+        async def every() -> list[Generation]:
+            return list(await asyncio.gather(*(whole(r) for r in requests)))
+
+        return asyncio.run(every())
+
+    async def astream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        from ray.serve.llm.openai_api_models import ChatCompletionRequest
+
+        sampling = sampling_dict(request.params, self.generator.constrained_json)
+        structured = sampling.pop("structured_outputs", None)
+        body: dict[str, Any] = {
+            "model": self.generator.model,
+            "messages": list(request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **sampling,
+        }
+        if structured:
+            schema = {"name": "answer", "schema": structured["json"]}
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
+        stream = ChunkStream()
+        async for batch in self.handle.chat.remote(ChatCompletionRequest(**body)):
+            for item in batch if isinstance(batch, list) else [batch]:
+                event = _event(item)
+                if "error" in event:
+                    error = event["error"]
+                    message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+                    code = error.get("code") if isinstance(error, dict) else None
+                    failed = rejected(message) if code in (400, 413, 422) else f"vLLM failed: {message}"
+                    yield Delta(done=Generation(text="", error=failed))
+                    return
+                for delta in stream.read(event):
+                    yield delta
+        yield Delta(done=stream.generation())
+
+
+def _event(item: Any) -> dict[str, Any]:
+    """One streamed item as a dict: an SSE string (`data: {...}`), or a response or error object."""
+    if isinstance(item, str):
+        data = item.strip().removeprefix("data:").strip()
+        return {} if not data or data == "[DONE]" else json.loads(data)
+    if hasattr(item, "model_dump"):
+        dumped = item.model_dump()
+        return {"error": dumped} if type(item).__name__ == "ErrorResponse" else dumped
+    return dict(item)
+
+
+ENGINE = VLLMEngine()

@@ -31,7 +31,7 @@ def _bools(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def gold_read(records: pa.Table, k: int, reads: Mapping[str, str]) -> np.ndarray:
     """Whether each record's generator read the gold context; `reads` maps each method to what its generator reads
-    (`Method.reads`: none, gold, retrieved_context or retrieved_summary)."""
+    (`Method.reader`: none, gold, retrieved_context or retrieved_summary)."""
     kind = np.asarray([reads[m] for m in records.column("method").to_pylist()], dtype=object)
     ranks = records.column("gold_rank").fill_null(0).to_numpy(zero_copy_only=False)
     return (kind == "gold") | ((kind != "none") & (ranks >= 1) & (ranks <= k))

@@ -1,4 +1,4 @@
-"""The single-process engine: the planned work through its stages, in this process, one block at a time."""
+"""The single-process runner: the planned work through its stages, in this process, one block at a time."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
 from t2rag.generation.prefix import prefix_order
+from t2rag.generation.registry import engine_of
 from t2rag.methods import ANSWER_TAIL
 from t2rag.model_loads import loads, loads_since
 from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
@@ -129,8 +130,10 @@ class LocalEngine:
             progress.advance(batch.num_rows)
 
     def generate_block_rows(self) -> int:
-        generator = self.config.generator
-        return 1 if generator is not None and generator.one_prompt_at_a_time else GENERATE_BLOCK_ROWS
+        # An engine that runs prompts one after another is as fast on a block of one row, and reports sooner.
+        g = self.config.generator
+        one_at_a_time = g is not None and engine_of(g).capabilities(g).batching == "one_at_a_time"
+        return 1 if one_at_a_time else GENERATE_BLOCK_ROWS
 
     def apply(self, stages: tuple[str, ...], batch: pa.Table, done: str = "") -> pa.Table:
         """Run a batch through the named stages in order."""

@@ -56,7 +56,7 @@ class RetrievalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    k: int = Field(3, ge=1, le=100)
+    k: int = Field(3, ge=1, le=100)  # contexts the generator reads (and the cut of MRR@k, Recall@k)
     embedder: EmbedderConfig = EmbedderConfig()
     index_uri: str | None = None  # LanceDB location, local or s3://; default ~/.cache/t2rag/lancedb
     bm25: BM25Config = BM25Config()

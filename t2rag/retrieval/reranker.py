@@ -1,4 +1,4 @@
-"""The cross-encoder that re-scores a candidate pool (pool = 3 x k by default, as in the paper); the `rerank` stage
+"""The cross-encoder that re-scores a question's candidates (3 x k by default, as in the paper); the `rerank` stage
 (t2rag/stages/rerank.py) applies it.
 
 On CUDA the pairs are tokenized one batch ahead in a worker thread (sentence-transformers' own `preprocess`, so the
@@ -31,7 +31,7 @@ class RerankerConfig(BaseModel):
 
     model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     num_labels: int | None = None  # set 1 to load a plain encoder with a fresh scoring head (tests only)
-    pool_factor: int = 3
+    candidate_factor: int = 3
     batch_size: int = 32
     max_length: int = 512
     device: str | None = None  # None: CUDA when available, else CPU
@@ -106,13 +106,13 @@ class CrossEncoderScorer:
                 out[rows] = scores.reshape(len(rows), -1).cpu().numpy()
         return out
 
-    def rerank(self, questions: Sequence[str], pool: Hits, corpus: Corpus, n: int) -> Hits:
-        """Re-score every candidate of the pool and keep the n best per question (ties: pool order)."""
-        rows, cols = np.nonzero(pool.indices >= 0)
-        docs = pool.indices[rows, cols]
-        scores = np.full(pool.indices.shape, -np.inf)
+    def rerank(self, questions: Sequence[str], candidates: Hits, corpus: Corpus, n: int) -> Hits:
+        """Re-score every candidate and keep the n best per question (ties: candidate order)."""
+        rows, cols = np.nonzero(candidates.indices >= 0)
+        docs = candidates.indices[rows, cols]
+        scores = np.full(candidates.indices.shape, -np.inf)
         scores[rows, cols] = self.score([questions[r] for r in rows], [corpus.texts[d] for d in docs])
-        # top_n breaks ties by column, i.e. by dense pool order.
-        order, best = top_n(scores, min(n, pool.indices.shape[1]), valid=pool.indices >= 0)
-        indices = np.where(order >= 0, np.take_along_axis(pool.indices, np.maximum(order, 0), axis=1), -1)
+        # top_n breaks ties by column, i.e. by the candidates' order.
+        order, best = top_n(scores, min(n, candidates.indices.shape[1]), valid=candidates.indices >= 0)
+        indices = np.where(order >= 0, np.take_along_axis(candidates.indices, np.maximum(order, 0), axis=1), -1)
         return Hits(indices, best)

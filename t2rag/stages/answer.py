@@ -7,7 +7,7 @@ import pyarrow as pa
 from t2rag.answer import predict
 from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.requests import REQUEST_TYPES, request_columns
-from t2rag.methods import get_method, reads_of
+from t2rag.methods import get_method, readers_of
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.outcomes import outcomes
 from t2rag.prompts import ANSWER_SCHEMA
@@ -36,18 +36,18 @@ class ReadContexts(Stage):
         keys = ("method", "subset") if "subset" in batch.column_names else ("method",)
         for key, rows in groups(batch, *keys):
             method, subset = get_method(key[0]), key[-1] if len(key) > 1 else None
-            if method.reads == "none":
+            if method.reader == "none":
                 set_rows(texts, rows, [[] for _ in rows])
                 continue
-            if method.reads == "gold":
+            if method.reader == "gold":
                 set_rows(texts, rows, [[gold[i]] for i in rows])
                 continue
             if subset is None:
                 raise ValueError(f"read_contexts: rows of method {method.name} need their subset (a `subset` column)")
             corpus = self.resources.corpus(subset)
-            if method.reads == "retrieved_summary":
+            if method.reader == "retrieved_summary":
                 corpus = self.resources.context_summary_corpus(corpus)
-            set_rows(texts, rows, [corpus.texts_of(ranked[i][: ks[i]]) for i in rows])
+            set_rows(texts, rows, [corpus.texts_of(ranked[i][: method.texts_read(ks[i])]) for i in rows])
         return with_columns(batch, {"reader_texts": pa.array(texts, TEXTS_TYPE)})
 
 
@@ -125,5 +125,5 @@ class ParseAnswers(Stage):
             rows = with_columns(batch, parsed)
             if "gold_rank" not in rows.column_names:
                 rows = rows.append_column("gold_rank", pa.nulls(batch.num_rows, pa.int32()))
-            outcome = outcomes(rows, self.config.retrieval.k, reads_of(rows.column("method").to_pylist()))
+            outcome = outcomes(rows, self.config.retrieval.k, readers_of(rows.column("method").to_pylist()))
         return with_columns(batch, {**parsed, "outcome": outcome})

@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from t2rag.config import RunConfig
 from t2rag.resources import Resources
 
 #: The pool a stage needs on Ray: a GPU model (`embed`, `rerank`), a CPU tokenizer (`tokenize`), an index holder
@@ -39,13 +38,6 @@ class Stage:
     pool: ClassVar[PoolKind] = "light"
     #: False when the stage holds nothing worth keeping between batches (engines may run it as a plain task).
     stateful: ClassVar[bool] = True
-    #: Every stage class by name (filled as stage classes are defined).
-    registry: ClassVar[dict[str, type[Stage]]] = {}
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:
-            Stage.registry[cls.name] = cls
 
     def __init__(self, resources: Resources):
         self.resources = resources
@@ -54,10 +46,9 @@ class Stage:
     def __call__(self, batch: pa.Table) -> pa.Table:
         raise NotImplementedError
 
-    @classmethod
-    def candidates(cls, config: RunConfig, k: int) -> int | None:
-        """How many ranked results this stage needs from retrieval (None: no demand beyond the usual depth)."""
-        return None
+    def without_drops(self, batch: pa.Table) -> pa.Table:
+        """The batch without the columns this stage declares it drops."""
+        return batch.drop_columns([c for c in self.drops if c in batch.column_names])
 
 
 #: Called after each stage of a chain with the stage's name, the rows it returned and the seconds it took.
@@ -65,7 +56,7 @@ OnStage = Callable[[str, int, float], None]
 
 
 def run_chain(steps: Sequence[tuple[str, Stage]], batch: pa.Table, on_stage: OnStage | None = None) -> pa.Table:
-    """The batch through the built stages in order: the one loop every engine runs (the single-process engine, the
+    """The batch through the built stages in order: the one loop every engine runs (the single-process runner, the
     Ray actors and the Serve replicas)."""
     for name, stage in steps:
         start = time.perf_counter()

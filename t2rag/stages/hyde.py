@@ -40,9 +40,8 @@ class HydeQuery(Stage):
         docs = batch.column("raw_output").to_pylist()
         questions = batch.column("question").to_pylist()
         query = [d if d else q for d, q in zip(docs, questions, strict=True)]
-        drop = [c for c in [*GENERATION_COLUMNS, *REQUEST_COLUMNS] if c in batch.column_names]
         return with_columns(
-            batch.drop_columns(drop),
+            self.without_drops(batch),
             {
                 "query_text": pa.array(query, pa.string()),
                 "query_as_passage": pa.array([True] * batch.num_rows, pa.bool_()),

@@ -1,4 +1,4 @@
-"""The reranking stage: a cross-encoder re-scores the retrieved pool (pool_factor x k candidates) of each question."""
+"""The reranking stage: a cross-encoder re-scores the retrieved candidates (candidate_factor x k) of each question."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
-from t2rag.config import RunConfig
 from t2rag.methods import get_method
 from t2rag.retrieval import Hits
 from t2rag.retrieval.base import result_depth
@@ -17,18 +16,14 @@ from t2rag.stages.retrieve import RANKING_TYPES, ranking_arrays, ranking_columns
 
 
 class Rerank(Stage):
-    """`question`, `context_ids` (the pool, best first), `context_id` (gold, optional), `k` (optional)
-    -> `context_ids`, `scores`, `gold_rank` of the reranked top max(k, 5)."""
+    """`question`, `context_ids` (the candidates, best first), `context_id` (gold, optional), `k` (optional)
+    -> `context_ids`, `scores`, `gold_rank` of the reranked top `result_depth(k)` (max(k, MIN_DEPTH))."""
 
     name = "rerank"
     reads = ("method", "subset", "question", "context_ids", "scores", "gold_rank")
     optional = ("context_id", "k")
     adds = pa.schema(RANKING_TYPES)
     pool = "rerank"
-
-    @classmethod
-    def candidates(cls, config: RunConfig, k: int) -> int:
-        return config.retrieval.reranker.pool_factor * k
 
     @cached_property
     def scorer(self) -> CrossEncoderScorer:
@@ -42,12 +37,12 @@ class Rerank(Stage):
         for (method_name, subset, k), rows in groups(keyed, "method", "subset", "_k"):
             corpus = self.resources.retriever(get_method(method_name), subset).corpus
             position = corpus.positions
-            pools = [out["context_ids"][i] or [] for i in rows]
-            idx = np.full((len(rows), max((len(p) for p in pools), default=0)), -1, dtype=np.int64)
-            for r, pool in enumerate(pools):
-                idx[r, : len(pool)] = [position[c] for c in pool]
-            pool = Hits(idx, np.full(idx.shape, np.nan))
-            hits = self.scorer.rerank([questions[i] for i in rows], pool, corpus, result_depth(k))
+            lists = [out["context_ids"][i] or [] for i in rows]
+            idx = np.full((len(rows), max((len(c) for c in lists), default=0)), -1, dtype=np.int64)
+            for r, ids in enumerate(lists):
+                idx[r, : len(ids)] = [position[c] for c in ids]
+            candidates = Hits(idx, np.full(idx.shape, np.nan))
+            hits = self.scorer.rerank([questions[i] for i in rows], candidates, corpus, result_depth(k))
             for name, values in ranking_columns(hits, corpus, [gold[i] for i in rows]).items():
                 set_rows(out[name], rows, values)
         return with_columns(batch, ranking_arrays(out))

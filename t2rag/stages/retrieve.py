@@ -23,10 +23,11 @@ RANKING_TYPES: dict[str, pa.DataType] = {
 
 
 def search_depth(method: Method, config: RunConfig, k: int) -> int:
-    """Results a method's search returns: max(k, MIN_DEPTH); when a later stage asks for a candidate pool (the
-    reranker's pool_factor x k), exactly that pool (at least k)."""
-    wanted = [n for n in (Stage.registry[name].candidates(config, k) for name in method.stages) if n is not None]
-    return max(k, *wanted) if wanted else result_depth(k)
+    """Results a method's search returns: max(k, MIN_DEPTH); for a reranking method exactly the reranker's
+    candidates (its candidate_factor x k, at least k)."""
+    if "rerank" in method.stages:
+        return max(k, config.retrieval.reranker.candidate_factor * k)
+    return result_depth(k)
 
 
 def ranking_columns(hits: Hits, corpus: Corpus, gold: list[str | None]) -> dict[str, list]:
@@ -97,7 +98,7 @@ class Retrieve(Stage):
                 set_rows(out[name], rows, values)
         if not last:
             return with_columns(batch, {name: pa.array(values, SHARD_TYPES[name]) for name, values in out.items()})
-        batch = batch.drop_columns([c for c in SHARD_TYPES if c in batch.column_names])
+        batch = self.without_drops(batch)
         return with_columns(batch, ranking_arrays(out))
 
     def _with_earlier_shards(self, batch: pa.Table, rows: np.ndarray, hits: Hits, depth: int, n_docs: int) -> Hits:

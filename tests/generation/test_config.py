@@ -6,8 +6,8 @@ import pytest
 
 from t2rag.config import load_config
 from t2rag.errors import ConfigError
-from t2rag.generation.config import PRESETS, resolve_generator
 from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf
+from t2rag.generation.registry import PRESETS, resolve_generator
 
 
 def test_named_presets():

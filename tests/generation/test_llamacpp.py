@@ -11,9 +11,8 @@ import pytest
 
 from t2rag.generation.base import ChatRequest, SamplingParams, is_rejected
 from t2rag.generation.cache import CachedGenerator, GenerationCache
-from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.factory import build_generator
-from t2rag.generation.llamacpp import LlamaCppGenerator
+from t2rag.generation.llamacpp import LlamaCppConfig, LlamaCppGenerator
+from t2rag.generation.registry import build_generator
 from t2rag.prompts import ANSWER_SCHEMA
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
@@ -33,24 +32,24 @@ def ask(question: str, max_tokens: int = 48, **params: object) -> ChatRequest:
 
 @pytest.fixture(scope="module")
 def generator(smollm2_path: str) -> Iterator[LlamaCppGenerator]:
-    engine = LlamaCppGenerator(GeneratorConfig(model="smollm2-135m", n_ctx=2048, n_threads=2))
+    engine = LlamaCppGenerator(LlamaCppConfig(model="smollm2-135m", n_ctx=2048, n_threads=2))
     yield engine
     engine.close()
 
 
 @pytest.fixture(scope="module")
 def small_window(smollm2_path: str) -> Iterator[LlamaCppGenerator]:
-    engine = LlamaCppGenerator(GeneratorConfig(model="smollm2-135m", n_ctx=256, n_threads=2))
+    engine = LlamaCppGenerator(LlamaCppConfig(model="smollm2-135m", n_ctx=256, n_threads=2))
     yield engine
     engine.close()
 
 
 def test_construction_is_cheap_and_model_id_is_the_file_name(smollm2_path: str) -> None:
-    engine = build_generator(GeneratorConfig(model="smollm2-135m"), cache=False)
+    engine = build_generator(LlamaCppConfig(model="smollm2-135m"), cache=False)
     assert isinstance(engine, LlamaCppGenerator)
     assert engine._llm is None  # nothing loaded until the first generate
     assert engine.model_id == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert LlamaCppGenerator(GeneratorConfig(model=smollm2_path)).model_id == engine.model_id
+    assert LlamaCppGenerator(LlamaCppConfig(model=smollm2_path)).model_id == engine.model_id
 
 
 def test_generates_a_batch_with_token_counts(generator: LlamaCppGenerator, caplog: pytest.LogCaptureFixture) -> None:
@@ -126,7 +125,8 @@ def test_cache_serves_repeats_and_skips_errors(small_window: LlamaCppGenerator, 
     assert second[0].cached and second[0].text == first[0].text
     assert second[0].completion_tokens == first[0].completion_tokens
     assert second[1].error is not None and not second[1].cached  # errors are retried, never cached
-    assert len(cached.cache) == 1
+    keys = [r.key(small_window.engine, small_window.model_id) for r in requests]
+    assert set(cached.cache.get_many(keys)) == {keys[0]}
     assert second_s < first_s / 2
     cached.cache.close()
 
@@ -151,7 +151,7 @@ def test_cached_prompt_tokens_are_the_prefix_llama_cpp_kept(generator: LlamaCppG
 
 
 def test_without_the_prompt_cache_nothing_is_reused(smollm2_path: str) -> None:
-    engine = LlamaCppGenerator(GeneratorConfig(model="smollm2-135m", n_ctx=1024, n_threads=2, prompt_cache=False))
+    engine = LlamaCppGenerator(LlamaCppConfig(model="smollm2-135m", n_ctx=1024, n_threads=2, prompt_cache=False))
     try:
         results = engine.generate([ask("What is revenue?", 4), ask("What is revenue?", 4)])
         assert [g.cached_prompt_tokens for g in results] == [0, 0]

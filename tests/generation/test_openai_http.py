@@ -11,9 +11,8 @@ import pytest
 
 from t2rag.errors import ConfigError
 from t2rag.generation.base import ChatRequest, SamplingParams, is_rejected
-from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.factory import build_generator
-from t2rag.generation.openai_http import OpenAIHTTPGenerator
+from t2rag.generation.openai_http import OpenAIConfig, OpenAIHTTPGenerator
+from t2rag.generation.registry import build_generator
 from t2rag.prompts import ANSWER_SCHEMA
 from tests.conftest import free_port
 
@@ -27,7 +26,7 @@ def ask(question: str, max_tokens: int = 32, **params: object) -> ChatRequest:
 
 
 def http_engine(base_url: str, **fields: object) -> OpenAIHTTPGenerator:
-    engine = OpenAIHTTPGenerator(GeneratorConfig(engine="openai", model="smollm2", base_url=base_url, **fields))
+    engine = OpenAIHTTPGenerator(OpenAIConfig(model="smollm2", base_url=base_url, **fields))
     engine.backoff_base_s = 0.01  # keep retry tests quick; the backoff arithmetic is the same
     return engine
 
@@ -37,9 +36,9 @@ def http_engine(base_url: str, **fields: object) -> OpenAIHTTPGenerator:
 
 def test_base_url_is_required() -> None:
     with pytest.raises(ConfigError, match="base_url"):
-        OpenAIHTTPGenerator(GeneratorConfig(engine="openai", model="m"))
+        OpenAIHTTPGenerator(OpenAIConfig(model="m"))
     with pytest.raises(ConfigError):
-        build_generator(GeneratorConfig(engine="openai", model="m"), cache=False)
+        build_generator(OpenAIConfig(model="m"), cache=False)
 
 
 def test_model_id_does_not_depend_on_the_host() -> None:

@@ -1,6 +1,6 @@
 """vLLM for real, on its CPU build (`make test-vllm`): the run's generator service drives the in-process engine end
 to end on Ray, loading it once per run, and its records equal what the same model returns through `vllm serve`
-with the project's `openai` generator; the single-process engine loads it once for every phase of a run.
+with the project's `openai` generator; the single-process runner loads it once for every phase of a run.
 
 The model is the packaged SmolLM2-135M-Instruct exported to Hugging Face format (t2rag.generation.hf_export).
 """
@@ -49,7 +49,7 @@ def number_prompt(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def ray_run(data_dir, tmp_path_factory, number_prompt) -> Path:
-    """`t2rag eval --engine ray` with the vLLM generator, as a user runs it."""
+    """`t2rag eval --runner ray` with the vLLM generator, as a user runs it."""
     out = tmp_path_factory.mktemp("ray") / "run"
     summary = evaluate(run_config(data_dir, out, {"preset": PRESET}, "ray", number_prompt))
     assert set(summary["methods"]) == set(METHODS)
@@ -70,7 +70,7 @@ def test_the_generator_service_answers_every_sampled_question_with_one_engine(ra
 @pytest.fixture(scope="module")
 def vllm_server():
     """`vllm serve` on the same export, the OpenAI-compatible server a user would start."""
-    from t2rag.generation.config import PRESETS
+    from t2rag.generation.registry import PRESETS
     from t2rag.generation.vllm_engine import model_source
 
     preset = PRESETS[PRESET]
@@ -120,7 +120,7 @@ def test_records_equal_those_through_vllm_serve(ray_run, vllm_server, data_dir, 
 
 
 def test_one_engine_for_every_phase_of_a_single_process_run(tiny_data, tmp_path, short_system_prompt):
-    """Context summaries, HyDE's documents and the answers of five methods on the single-process engine: vLLM is
+    """Context summaries, HyDE's documents and the answers of five methods on the single-process runner: vLLM is
     started once (it used to start a processor, and so an engine, for every block of 8 prompts)."""
     out = tmp_path / "run"
     config = run_config(tiny_data, out, {"preset": PRESET}, "local", short_system_prompt)
@@ -166,7 +166,7 @@ def test_a_batch_joins_the_running_one_on_the_real_engine():
     long one still decodes (one `LLM.chat` per batch made it wait for the long one's last token), and each gets
     the text it gets alone."""
     from t2rag.generation.base import ChatRequest, SamplingParams
-    from t2rag.generation.config import PRESETS
+    from t2rag.generation.registry import PRESETS
     from t2rag.generation.vllm_engine import VLLMGenerator
 
     essay = ({"role": "user", "content": "Write a long essay on the history of stock exchanges."},)

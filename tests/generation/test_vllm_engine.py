@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from t2rag.generation.base import SamplingParams
-from t2rag.generation.config import PRESETS
 from t2rag.generation.models import PACKAGED_MODELS
+from t2rag.generation.registry import PRESETS
 from t2rag.generation.vllm_engine import EngineFeed, model_source, sampling_dict, vllm_engine_kwargs
 from t2rag.prompts import ANSWER_SCHEMA
 from tests.conftest import requires_vllm

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pytest
 
 from t2rag.data import load_questions
-from t2rag.methods import reads_of
+from t2rag.methods import readers_of
 from t2rag.metrics.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
 from t2rag.pipeline.records import read_records
 
@@ -94,6 +94,6 @@ def test_the_gap_to_the_oracle_splits_into_retrieval_and_reading(records, gold_i
 
 def test_records_written_before_the_column_get_the_same_outcomes(records):
     old = records.drop_columns(["outcome"])
-    refilled = with_outcomes(old, K, reads_of(old.column("method").to_pylist()))
+    refilled = with_outcomes(old, K, readers_of(old.column("method").to_pylist()))
     assert refilled.column("outcome").to_pylist() == records.column("outcome").to_pylist()
     assert with_outcomes(records, K, {}) is records  # nothing missing, nothing recomputed

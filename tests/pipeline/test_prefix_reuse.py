@@ -1,4 +1,4 @@
-"""Generation by shared prefix on the single-process engine, with SmolLM2: the order and the reuse it buys, counted
+"""Generation by shared prefix on the single-process runner, with SmolLM2: the order and the reuse it buys, counted
 by the engine, with the same records as a run in plan order; identical prompts generated once."""
 
 from __future__ import annotations

@@ -7,11 +7,11 @@ from ray_jobs.pools import PoolSpec
 
 
 def vllm(replicas: int, tp: int, accelerator: str | None = None) -> PoolSpec:
-    return PoolSpec("run", "generator", ("generate",), "vllm", "m", replicas, float(tp), float(tp), tp, accelerator)
+    return PoolSpec("run", "generator", ("generate",), "m", replicas, float(tp), float(tp), tp, accelerator, "vllm")
 
 
 def actors(n: int, cpus: float, gpus: float = 0.0) -> PoolSpec:
-    return PoolSpec("evaluate", "queries", ("embed_queries",), "actors", "e", n, cpus, gpus)
+    return PoolSpec("evaluate", "queries", ("embed_queries",), "e", n, cpus, gpus)
 
 
 def test_a_tensor_parallel_group_needs_its_gpus_on_one_node():
@@ -40,13 +40,13 @@ def test_an_accelerator_type_and_a_cpu_for_tasks():
 def test_a_replica_spanning_two_gpus_has_its_cpus_split_over_its_groups():
     """A replica of 2 GPUs at tensor parallel 1 is two single-GPU groups, each with half its CPUs: two nodes of
     one GPU and 4 CPUs hold it; whole, it would need 8 CPUs and 2 GPUs on one node."""
-    replica = PoolSpec("run", "generator", ("generate",), "vllm", "m", 1, 8.0, 2.0, 1)
+    replica = PoolSpec("run", "generator", ("generate",), "m", 1, 8.0, 2.0, 1, engine="vllm")
     nodes = [Node("a", 4.5, 1), Node("b", 4.5, 1)]
     assert fit([replica], nodes).fits
     assert not fit([replica], [Node("a", 3.5, 1), Node("b", 3.5, 1)]).fits  # 4 CPUs per group
     # Actors are never split, whatever their GPUs.
     assert not fit([actors(1, 2.0, 2.0)], nodes).fits
-    assert not fit([PoolSpec("run", "generator", ("generate",), "actors", "m", 1, 2.0, 2.0)], nodes).fits
+    assert not fit([PoolSpec("run", "generator", ("generate",), "m", 1, 2.0, 2.0, engine="llamacpp")], nodes).fits
 
 
 def test_larger_units_are_placed_first():
@@ -68,7 +68,7 @@ def test_what_a_refusal_says_and_counts():
         False, 3, {"CPU": 4.0, "GPU": 3.0}, {"CPU": 8.0, "GPU": 2.0})  # fmt: skip
     assert alone.reason == "alone needs 3 GPUs; the cluster has 2"
     assert alone.message() == (
-        "the run cannot be placed: the run pool 'generate (vLLM, tensor parallel 1, m, 3 x 1 CPU + 1 GPU)' alone "
+        "the run cannot be placed: the run pool 'generate (vllm, tensor parallel 1, m, 3 x 1 CPU + 1 GPU)' alone "
         "needs 3 GPUs; the cluster has 2 (the run asks for 4 CPUs and 3 GPUs; the cluster has 8 CPUs and 2 GPUs)"
     )
     exact = fit([vllm(2, 1, "H100"), actors(1, 1, 1)], cluster)  # each alone fits; together one GPU short
@@ -94,8 +94,8 @@ def test_what_a_refusal_says_and_counts():
 
 
 def test_pools_are_described_in_a_few_words():
-    assert describe(vllm(2, 4)) == "generate (vLLM, tensor parallel 4, m, 2 x 4 CPU + 4 GPU)"
-    light = PoolSpec("evaluate", "light", ("read_contexts", "answer_prompts"), "actors", None, 3, 0.5, 0.0)
+    assert describe(vllm(2, 4)) == "generate (vllm, tensor parallel 4, m, 2 x 4 CPU + 4 GPU)"
+    light = PoolSpec("evaluate", "light", ("read_contexts", "answer_prompts"), None, 3, 0.5, 0.0)
     assert describe(light) == "read_contexts+answer_prompts (3 x 0.5 CPU)"
     assert demand([light, vllm(2, 4)]) == {"CPU": 1.5 + 8 + 1, "GPU": 8}
 

@@ -127,7 +127,7 @@ def test_ray_job_submit_keeps_results_where_they_last(ray_head, tiny_data, tmp_p
     """A relative `out` would be written in the job's temporary copy of the working directory: refused in seconds
     with one line. A durable one holds the records where the job's last line says, and a resubmission resumes."""
     config = tmp_path / "job.yaml"
-    fields = {"data": {"source": tiny_data}, "methods": ["bm25"], "retrieval_only": True, "engine": "ray",
+    fields = {"data": {"source": tiny_data}, "methods": ["bm25"], "retrieval_only": True, "runner": "ray",
               "out": "runs/job", "ray": {"retrieve_block_rows": 8}}  # fmt: skip
     config.write_text(yaml.safe_dump(fields))
     start = time.perf_counter()

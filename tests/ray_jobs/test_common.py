@@ -14,9 +14,9 @@ pytestmark = pytest.mark.slow
 
 def _meters(ray) -> list[str]:
     """The states of every StageMeter actor the cluster has had, dead ones included."""
-    from ray._private.state import actors
+    from ray_jobs.ray_private import all_actors
 
-    return [a["State"] for a in actors().values() if a["ActorClassName"].endswith("StageMeter")]
+    return [a["State"] for a in all_actors() if a["ActorClassName"].endswith("StageMeter")]
 
 
 def _report_from_a_worker(ray, rows: int) -> None:

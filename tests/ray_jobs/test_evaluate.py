@@ -1,4 +1,4 @@
-"""ray_jobs.evaluate against the single-process engine on real data (on S3), and its resume guarantees."""
+"""ray_jobs.evaluate against the single-process runner on real data (on S3), and its resume guarantees."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _keys(bucket: str, prefix: str) -> list[str]:
 
 def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data, minilm_reranker, caplog):
     """Every retriever and the generating paths (gold context, retrieved context, HyDE) through
-    ray_jobs.evaluate, with data, indexes, records and the report on S3, against the single-process engine."""
+    ray_jobs.evaluate, with data, indexes, records and the report on S3, against the single-process runner."""
     data_uri = upload_dir(Path(tiny_data), s3_bucket, "t2ragbench")
     methods = ["oracle", "bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker", "hyde"]
     fields = {
@@ -71,7 +71,7 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
     }
     caplog.set_level(logging.INFO)
     ray_out, local_out = f"s3://{s3_bucket}/runs/ray", f"s3://{s3_bucket}/runs/local"
-    distributed = run_ray(_config(data_uri, ray_out, engine="ray", **fields))
+    distributed = run_ray(_config(data_uri, ray_out, runner="ray", **fields))
     local = run_local(_config(data_uri, local_out, **fields))
     assert distributed["methods"] == local["methods"]  # the same JSON summary, number for number
     ray_rows = _records(ray_out)
@@ -124,7 +124,7 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
     config = _config(
         tiny_data,
         out,
-        engine="ray",
+        runner="ray",
         methods=["oracle"],
         limit=6,
         generator={"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24, "seed": 7}},
@@ -155,7 +155,7 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
 
 
 def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data, tmp_path, monkeypatch):
-    """Stopped after two record blocks on the single-process engine, finished on Ray: one record per
+    """Stopped after two record blocks on the single-process runner, finished on Ray: one record per
     (method, id) and the numbers of an uninterrupted run."""
     fields = {
         "methods": ["oracle", "bm25", "base"],
@@ -181,13 +181,13 @@ def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data,
     partial = read_records(str(out))
     assert 0 < partial.num_rows < read_records(str(tmp_path / "whole")).num_rows
 
-    finished = run_ray(_config(tiny_data, out, engine="ray", **fields))
+    finished = run_ray(_config(tiny_data, out, runner="ray", **fields))
     records = read_records(str(out))
     keys = list(zip(records.column("method").to_pylist(), records.column("id").to_pylist(), strict=True))
     assert len(keys) == len(set(keys)) == read_records(str(tmp_path / "whole")).num_rows
     assert finished["methods"] == whole["methods"]
     assert {str(p) for p in written} <= {str(p) for p in (out / "records").iterdir()}  # kept, not recomputed
-    # Back on the single-process engine: nothing left to do, the same numbers.
+    # Back on the single-process runner: nothing left to do, the same numbers.
     assert run_local(_config(tiny_data, out, **fields))["methods"] == whole["methods"]
     assert read_records(str(out)).num_rows == len(keys)
 
@@ -196,7 +196,7 @@ def test_a_sharded_corpus_ranks_as_the_whole_one(ray_local, mini_data, tmp_path)
     """Each corpus in three shards, each held by its own retrieval actors that merge into the shards before: the
     records equal an unsharded single-process run's."""
     fields = {"methods": ["bm25", "base"], "retrieval_only": True}
-    sharded = _config(mini_data, tmp_path / "ray", engine="ray", retrieval={"shards": 3}, **fields)
+    sharded = _config(mini_data, tmp_path / "ray", runner="ray", retrieval={"shards": 3}, **fields)
     distributed = run_ray(sharded)
     whole = run_local(_config(mini_data, tmp_path / "local", **fields))
     assert distributed["methods"] == whole["methods"]
@@ -252,7 +252,7 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, mon
     config = _config(
         tiny_data,
         tmp_path / "out",
-        engine="ray",
+        runner="ray",
         methods=["pretrained_only", "oracle", "bm25", "base", "hyde"],
         generator={"preset": "smollm2-135m", "n_ctx": 4096},
         limit=2,
@@ -312,13 +312,13 @@ elif "t2rag.cli" in sys.orig_argv:  # the CLI: a process it starts writes to des
 
 
 def test_json_output_is_only_json_on_the_ray_engine(tiny_data, tmp_path):
-    """`t2rag eval --engine ray --json` in a fresh process (its own Ray) whose workers print to stdout, as the
+    """`t2rag eval --runner ray --json` in a fresh process (its own Ray) whose workers print to stdout, as the
     raylet's worker warnings do, and which starts a process that writes to its stdout, as vLLM's engine core does:
     both must reach stderr, not stdout."""
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(WORKER_NOISE)
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    argv = [sys.executable, "-m", "t2rag.cli", "eval", "--engine", "ray", "--data", tiny_data, "--methods", "bm25"]
+    argv = [sys.executable, "-m", "t2rag.cli", "eval", "--runner", "ray", "--data", tiny_data, "--methods", "bm25"]
     argv += ["--retrieval-only", "--out", str(tmp_path / "cli"), "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 0, done.stderr[-2000:]

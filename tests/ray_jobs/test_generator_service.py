@@ -79,7 +79,7 @@ def _config(tiny_data, out, base_url, **ray):
             "data": {"source": tiny_data},
             "methods": ["oracle"],
             "limit": 3,
-            "engine": "ray",
+            "runner": "ray",
             "out": str(out),
             "generator": {
                 "engine": "openai",
@@ -132,7 +132,7 @@ def test_every_phase_shares_one_load_of_the_generator(ray_local, tiny_data, tmp_
             "data": {"source": tiny_data},
             "methods": methods,
             "limit": 1,
-            "engine": "ray",
+            "runner": "ray",
             "out": str(tmp_path / "run"),
             "retrieval": {"index_uri": str(tmp_path / "lancedb")},
             "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24}},

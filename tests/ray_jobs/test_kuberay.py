@@ -161,4 +161,4 @@ def test_plan_fits_the_rayjob_and_refuses_it_one_gpu_worker_short(capsys, tmp_pa
     assert main([*args, "--cluster", str(smaller)]) == 2
     out, err = capsys.readouterr()
     assert json.loads(out)["fits"] is False
-    assert err.startswith("t2rag: error: the run cannot be placed: the run pool 'generate (vLLM")
+    assert err.startswith("t2rag: error: the run cannot be placed: the run pool 'generate (vllm")

@@ -9,7 +9,6 @@ and the metrics of the same run on the intact cluster.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -17,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from ray_jobs import evaluate
-from ray_jobs.local_cluster import LOOPBACK_ENV
 from t2rag.config import load_config
 from t2rag.pipeline.records import read_records
 
@@ -35,7 +33,7 @@ def _config(data, out, index, seed):
             "methods": ["oracle", "bm25", "base"],
             "retrieval_only_methods": ["bm25", "base"],
             "limit": 3,
-            "engine": "ray",
+            "runner": "ray",
             "out": str(out),
             "retrieval": {"index_uri": str(index)},
             "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24, "seed": seed}},
@@ -55,12 +53,12 @@ def _config(data, out, index, seed):
 @pytest.fixture
 def cluster():
     import ray
-    from ray._private import ray_constants
     from ray.cluster_utils import Cluster
 
+    from ray_jobs.ray_private import allow_clusters_on_one_host
+
     ray.shutdown()
-    os.environ[LOOPBACK_ENV] = "0"
-    ray_constants.ENABLE_RAY_CLUSTER = False
+    allow_clusters_on_one_host()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": STORE})
     workers = [cluster.add_node(**WORKER) for _ in range(2)]
     ray.init(address=cluster.address)

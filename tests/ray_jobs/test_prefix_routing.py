@@ -55,7 +55,7 @@ def _run(data, out, replicas: int) -> list[dict]:
         {
             "data": {"source": str(data)},
             "methods": ["oracle"],
-            "engine": "ray",
+            "runner": "ray",
             "out": str(out),
             "generator": {"preset": "smollm2-135m", "n_threads": 1, "sampling": {"max_tokens": 12, "seed": replicas}},
             "prompts": {"max_context_chars": 1500},

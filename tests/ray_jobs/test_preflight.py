@@ -1,4 +1,4 @@
-"""`t2rag plan` and the check `eval --engine ray` runs before it loads anything."""
+"""`t2rag plan` and the check `eval --runner ray` runs before it loads anything."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_the_paper_config_fits_one_8_gpu_node_with_its_resources_loads_and_estim
     (generator,) = [p for p in plan.pools if p.role == "generator"]
     assert generator.phase == "run" and generator.engine == "vllm" and generator.accelerator == "H100"
     assert (generator.actors, generator.gpus) == (6, 1.0)
-    assert {p.role: p.gpus for p in held if p.engine == "actors" and p.gpus} == {"queries": 1.0, "rerank": 1.0}
+    assert {p.role: p.gpus for p in held if p.engine is None and p.gpus} == {"queries": 1.0, "rerank": 1.0}
     # One engine per replica for the whole run: summaries, HyDE's documents and the answers share it.
     assert plan.model_loads()["casperhansen/llama-3.3-70b-instruct-awq"] == 6
     e = plan.estimate
@@ -93,7 +93,7 @@ def test_the_generator_service_is_placed_with_every_index_pool_and_with_the_eval
 
 def _needs_two_gpus(tmp_path) -> Path:
     path = tmp_path / "two_gpus.yaml"
-    fields = {"methods": ["base"], "retrieval_only": True, "engine": "ray", "out": str(tmp_path / "run"),
+    fields = {"methods": ["base"], "retrieval_only": True, "runner": "ray", "out": str(tmp_path / "run"),
               "ray": {"embed_gpus": 2, "num_gpus": 1}}  # fmt: skip
     path.write_text(yaml.safe_dump(fields))
     return path

@@ -236,7 +236,7 @@ def test_retrieve_defaults_to_the_configs_k_and_the_loaded_subset(client, questi
 
 
 def _check_answer(body: dict, method: str, n_contexts: int) -> None:
-    """The reply's shape, and its answer as the batch engine's `parse_answers` reads the same generation over the
+    """The reply's shape, and its answer as the batch runners's `parse_answers` reads the same generation over the
     same contexts' tables."""
     from t2rag.config import load_config
     from t2rag.resources import Resources

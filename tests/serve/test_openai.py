@@ -165,7 +165,7 @@ def test_one_key_guards_every_route(served, key):
 
 
 def test_the_chat_route_ranks_and_answers_as_the_core(client, served):
-    """Same rankings as the batch engine's stages; the same generation as /answer (greedy), parsed as the batch
+    """Same rankings as the batch runners's stages; the same generation as /answer (greedy), parsed as the batch
     engine's `parse_answers` parses it."""
     import pyarrow as pa
 

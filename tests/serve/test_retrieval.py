@@ -1,4 +1,4 @@
-"""The serving replica's retrieval (no Ray): batches of mixed methods rank exactly as the batch engine ranks, a query
+"""The serving replica's retrieval (no Ray): batches of mixed methods rank exactly as the batch runners ranks, a query
 past its deadline is dropped before any work, and one bad query fails alone."""
 
 from __future__ import annotations

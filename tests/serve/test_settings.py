@@ -138,8 +138,8 @@ def test_a_vllm_generator_is_bound_into_the_app_without_vllm_a_config_error():
 
 
 def test_llm_config_without_vllm_is_a_config_error():
-    from serve.llm import llm_config
-    from t2rag.generation.config import resolve_generator
+    from t2rag.generation.registry import resolve_generator
+    from t2rag.generation.vllm_engine import llm_config
 
     try:
         import ray.serve.llm  # noqa: F401

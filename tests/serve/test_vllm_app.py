@@ -118,8 +118,8 @@ def test_served_replicas_are_picked_by_prefix_unless_reuse_is_off():
     go through); `prefix_reuse: false` leaves Serve's default."""
     from ray.serve.llm.request_router import PrefixCacheAffinityRouter
 
-    from serve.llm import llm_config
-    from t2rag.generation.config import PRESETS
+    from t2rag.generation.registry import PRESETS
+    from t2rag.generation.vllm_engine import llm_config
 
     preset = PRESETS["vllm-cpu-smollm2"]
     routed = llm_config(preset).deployment_config["request_router_config"]["request_router_class"]

@@ -1,0 +1,79 @@
+"""What an engine is to the rest of t2rag: its config class, how it is built, what it can do, and how it is placed
+on Ray and served. Planning, the Ray pools, the generator service and the served app ask an `Engine`; only the
+engine's own module knows its name and fields. Engines are listed in `t2rag.generation.registry`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from t2rag.generation.base import Generator
+from t2rag.generation.config import GeneratorConfig
+
+#: How an engine takes several requests: one after another in its process, concurrently (an HTTP client), or into
+#: one running batch (vLLM's continuous batching).
+Batching = Literal["one_at_a_time", "concurrent", "continuous"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine does, for the callers that adapt to it."""
+
+    streaming: bool  # text comes as it is produced (otherwise the whole completion at once)
+    batching: Batching
+    structured_output: bool  # it can enforce the answer's JSON schema
+    prefix_reuse: bool  # it reuses the computed prefix a prompt shares with earlier ones
+    token_counting: bool  # it reports prompt and completion tokens
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How a Ray run holds the generator: `replicas` actors of `cpus` and `gpus` each, `gpus_together` of whose
+    GPUs must share a node (one tensor-parallel group), `batch_rows` rows per call."""
+
+    replicas: int
+    cpus: float
+    gpus: float
+    batch_rows: int
+    gpus_together: int = 1
+    accelerator: str | None = None  # a Ray accelerator type every GPU must have
+    runtime_env: dict[str, Any] | None = None  # the replica's processes' Ray runtime env
+
+
+class Engine(ABC):
+    """One generation engine: registered by its `name`, which is its configs' `engine` tag."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[GeneratorConfig]]
+
+    @abstractmethod
+    def build(self, config: Any) -> Generator:
+        """The engine for `config` (not loaded yet)."""
+
+    @abstractmethod
+    def capabilities(self, config: Any) -> Capabilities: ...
+
+    def variant(self, config: Any) -> str:
+        """What else about the weights changes the outputs (a quantisation), "" when nothing does."""
+        return ""
+
+    def placement(self, config: Any) -> Placement:
+        """One CPU per replica by default (an engine that holds GPUs says so)."""
+        return Placement(config.replicas, 1.0, 0.0, config.batch_size)
+
+    def for_serving(self, config: Any) -> Any:
+        """The config a served replica runs: a served answer must not depend on the requests before it."""
+        return config
+
+    def served_backend(self, config: Any) -> Callable[[], Any] | None:
+        """Where the engine runs behind `t2rag serve`. None: inside the Generator deployment's replicas (built
+        from `for_serving`). Otherwise a builder (called once Ray is up) of the Serve application the Generator
+        deployment reaches through a handle, and `served_generator` makes the Generator over that handle; a bad
+        config fails here, before anything starts."""
+        return None
+
+    def served_generator(self, config: Any, backend: Any) -> Generator:
+        """The Generator a served replica runs over its backend's handle (engines with a `served_backend`)."""
+        raise TypeError(f"engine '{self.name}' has no served backend")
