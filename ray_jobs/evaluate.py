@@ -31,7 +31,7 @@ from ray_jobs.placement import place, place_together, union
 from ray_jobs.preflight import require_fit
 from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
-from t2rag.errors import T2RagError, one_line
+from t2rag.errors import T2RagError, first_line
 from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
 from t2rag.pipeline.records import RECORDS_DIR, to_answer_inputs, to_records
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = run_ray(config, overwrite=args.overwrite)
     except Exception as exc:  # one line and a non-zero exit: an escaped exception can hang in Ray's hook
         log.debug("the job failed", exc_info=True)
-        print(f"ray_jobs.evaluate: error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+        print(f"ray_jobs.evaluate: error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
         return 2 if isinstance(exc, T2RagError) else 1
     print(json.dumps(summary), flush=True)
     out = summary["out"]  # where run_ray wrote them (durable: under T2RAG_STORAGE when it is set)

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR = "internal error (details are in the server log)"
 
 
-def one_line(text: str, limit: int = 400) -> str:
+def squashed(text: str, limit: int = 400) -> str:
     """Collapse whitespace and cut long text, so a reason always fits on one line."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
@@ -49,7 +49,7 @@ class ApiError(Exception):
         self, message: str, headers: dict[str, str] | None = None, param: str | None = None, code: str | None = None
     ):
         super().__init__(message)
-        self.message = one_line(message)
+        self.message = squashed(message)
         self.headers = headers
         self.param = param
         self.code = code
@@ -125,9 +125,9 @@ OPENAI_PREFIX = "/v1/"
 def error_body(status: int, message: str, openai: bool, param: str | None = None, code: str | None = None) -> dict:
     """The JSON body of an error: OpenAI's object on the OpenAI routes, else `{"error": "..."}`."""
     if not openai:
-        return {"error": one_line(message)}
+        return {"error": squashed(message)}
     kind = OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": one_line(message), "type": kind, "param": param, "code": code}}
+    return {"error": {"message": squashed(message), "type": kind, "param": param, "code": code}}
 
 
 def error_response(

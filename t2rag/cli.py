@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from t2rag.errors import InputError, T2RagError, one_line
+from t2rag.errors import InputError, T2RagError, first_line
 from t2rag.quiet import quiet_libraries
 
 Handler = Callable[[argparse.Namespace], int]
@@ -465,14 +465,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except OSError as exc:  # storage: an unreachable s3:// endpoint, a missing bucket, a full disk, ...
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        print(f"t2rag: error: {where}{one_line(exc)}", file=sys.stderr)
+        print(f"t2rag: error: {where}{first_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("t2rag: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # anything else (a Ray failure included) ends here, never in an interpreter hook
         logging.getLogger(__name__).debug("unexpected error", exc_info=True)
-        print(f"t2rag: error: {type(exc).__name__}: {one_line(exc)} (-vv shows the traceback)", file=sys.stderr)
+        print(f"t2rag: error: {type(exc).__name__}: {first_line(exc)} (-vv shows the traceback)", file=sys.stderr)
         return 1
     finally:
         if saved_fd is not None:

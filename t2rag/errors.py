@@ -7,7 +7,7 @@ class T2RagError(Exception):
     """Base class for expected, user-facing errors (bad input, bad config, missing data)."""
 
 
-def one_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (library errors often span many)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

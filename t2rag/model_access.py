@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from t2rag.errors import ModelUnavailable, one_line
+from t2rag.errors import ModelUnavailable, first_line
 
 
 @contextmanager
@@ -36,4 +36,4 @@ def unavailable_message(model: str, path: str, exc: BaseException) -> str:
             f"it is not a local directory, not in the Hugging Face cache, and {hub}: download it where the Hub is "
             f"reachable (`hf download {model}`, same HF_HOME), or set the model to a local directory"
         )
-    return f"model {where} cannot be loaded: {how} ({type(exc).__name__}: {one_line(exc)})"
+    return f"model {where} cannot be loaded: {how} ({type(exc).__name__}: {first_line(exc)})"

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from t2rag.answer import predict_value
 from t2rag.data.load import QuestionSet
-from t2rag.errors import InputError, one_line
+from t2rag.errors import InputError, first_line
 from t2rag.jsonl import read_objects
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
@@ -70,13 +70,13 @@ def read_predictions(path: str) -> Predictions:
         try:
             table = pads.dataset(inner, filesystem=fs, format="parquet").to_table()
         except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{path}: a record file is not readable parquet ({one_line(exc)})") from None
+            raise InputError(f"{path}: a record file is not readable parquet ({first_line(exc)})") from None
         return _from_columns(table.to_pydict(), path)
     if inner.endswith(".parquet"):
         try:
             table = pq.read_table(inner, filesystem=fs)
         except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{path}: not a readable parquet file ({one_line(exc)})") from None
+            raise InputError(f"{path}: not a readable parquet file ({first_line(exc)})") from None
         return _from_columns(table.to_pydict(), path)
     if inner.endswith((".jsonl", ".json", ".ndjson")):
         with fs.open_input_stream(inner) as stream:

@@ -13,7 +13,7 @@ from typing import Literal
 
 import pyarrow.fs as pafs
 
-from t2rag.errors import DataError, one_line
+from t2rag.errors import DataError, first_line
 from t2rag.storage import filesystem_for, is_s3
 
 HUB_DATASET = "G4KMU/t2-ragbench"
@@ -79,7 +79,7 @@ def download_from_hub(repo_id: str, revision: str | None, subsets: list[str] | N
     try:
         return snapshot_download(repo_id=repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns)
     except Exception as exc:  # network, auth, unknown revision: all surface as one clear line
-        raise DataError(f"could not download {repo_id}@{revision or 'main'} from the hub: {one_line(exc)}") from exc
+        raise DataError(f"could not download {repo_id}@{revision or 'main'} from the hub: {first_line(exc)}") from exc
 
 
 def list_source_files(fs: pafs.FileSystem, root: str, display_root: str) -> list[SourceFile]:

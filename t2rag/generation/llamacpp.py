@@ -144,7 +144,7 @@ class LlamaCppGenerator(Generator):
         except ContextOverflow as exc:
             return Generation(text="", prompt_tokens=exc.prompt_tokens, error=str(exc))
         except Exception as exc:
-            return Generation(text="", seconds=time.perf_counter() - started, error=_one_line(exc))
+            return Generation(text="", seconds=time.perf_counter() - started, error=_engine_error(exc))
         usage = response.get("usage") or {}
         choice = response["choices"][0]
         prompt_tokens = int(usage.get("prompt_tokens", 0))
@@ -191,7 +191,7 @@ class LlamaCppGenerator(Generator):
                 yield Delta(done=Generation(text="", prompt_tokens=exc.prompt_tokens, error=str(exc)))
                 return
             except Exception as exc:
-                yield Delta(done=Generation(text="", seconds=time.perf_counter() - started, error=_one_line(exc)))
+                yield Delta(done=Generation(text="", seconds=time.perf_counter() - started, error=_engine_error(exc)))
                 return
             text = "".join(pieces)
             completion = len(llm.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0
@@ -271,7 +271,7 @@ def _template_formatter(llm: Any) -> Any:
     )
 
 
-def _one_line(exc: BaseException) -> str:
+def _engine_error(exc: BaseException) -> str:
     match = _OVERFLOW.search(str(exc))
     if match:
         return str(ContextOverflow(int(match[1]), int(match[2])))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from t2rag.errors import ConfigError, EngineRefused, one_line
+from t2rag.errors import ConfigError, EngineRefused, first_line
 from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, Generator, SamplingParams, rejected
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.engine import Capabilities, Engine, Placement
@@ -264,7 +264,7 @@ class VLLMGenerator(Generator):
                     try:
                         self._llm = vllm.LLM(model=source, **vllm_engine_kwargs(self.config))
                     except (ValueError, TypeError) as exc:  # argument validation: the same on every retry
-                        raise EngineRefused(f"vLLM refused the generator config: {one_line(exc)}") from exc
+                        raise EngineRefused(f"vLLM refused the generator config: {first_line(exc)}") from exc
                 self._tokenizer = self._llm.get_tokenizer()
                 self._feed = EngineFeed(self._llm.llm_engine)
                 record_load(self.config.model)

@@ -34,7 +34,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from t2rag.errors import InputError, one_line
+from t2rag.errors import InputError, first_line
 from t2rag.generation.base import REJECTED
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, SubsetTotals, ordered_subsets, summary_from_totals
@@ -138,7 +138,7 @@ def read_records(out: str, columns: list[str] | None = None) -> pa.Table:
     try:
         return pads.dataset(files, filesystem=fs, format="parquet", schema=RECORD_SCHEMA).to_table(columns=columns)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"{join(out, RECORDS_DIR)}: a record file is not readable ({one_line(exc)})") from None
+        raise InputError(f"{join(out, RECORDS_DIR)}: a record file is not readable ({first_line(exc)})") from None
 
 
 def done_keys(out: str) -> set[tuple[str, str]]:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
 from t2rag.data import QuestionSet
-from t2rag.errors import ConfigError, InputError, T2RagError, one_line, permanent_error
+from t2rag.errors import ConfigError, InputError, T2RagError, first_line, permanent_error
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
 from t2rag.pipeline.manifest import build_manifest, read_json, write_json
@@ -130,7 +130,7 @@ def run_attempts(
             permanent = permanent_error(exc)  # e.g. a model an actor could not load: the same in every attempt
             if permanent is not None:
                 raise permanent from exc
-            stats.faults.append(f"attempt {attempt}: {type(exc).__name__}: {one_line(exc)}")
+            stats.faults.append(f"attempt {attempt}: {type(exc).__name__}: {first_line(exc)}")
             log.warning("attempt %d of %d failed: %s", attempt, max_attempts, stats.faults[-1])
             if attempt == max_attempts:
                 remaining = pending(done_keys(config.out))

@@ -56,9 +56,13 @@ OnStage = Callable[[str, int, float], None]
 
 
 def run_chain(steps: Sequence[tuple[str, Stage]], batch: pa.Table, on_stage: OnStage | None = None) -> pa.Table:
-    """The batch through the built stages in order: the one loop every engine runs (the single-process runner, the
-    Ray actors and the Serve replicas)."""
+    """The batch through the built stages in order: the one loop every runner runs (the single-process runner, the
+    Ray actors and the Serve replicas). A stage given a batch without a column it declares it reads fails here,
+    naming the stage and the columns."""
     for name, stage in steps:
+        missing = [c for c in stage.reads if c not in batch.column_names]
+        if missing:
+            raise ValueError(f"stage {name} reads {missing}, which the batch lacks (it has {batch.column_names})")
         start = time.perf_counter()
         batch = stage(batch)
         if on_stage is not None:

@@ -14,12 +14,12 @@ METHODS = ["pretrained_only", "oracle", "base"]
 MAX_TOKENS = 48  # room for the copied answer of test_vllm_cpu.py, also when the JSON is indented
 
 
-def run_config(data: str, out: Path, generator: dict, engine: str, system_prompt: str) -> Path:
+def run_config(data: str, out: Path, generator: dict, runner: str, system_prompt: str) -> Path:
     """A config of METHODS on a seeded sample (2 questions per subset), written beside `out`; its path."""
     config = {
         "data": {"source": data},
         "methods": METHODS,
-        "engine": engine,
+        "runner": runner,
         "limit": 2,
         "seed": 0,
         "retrieval": {"k": 2, "embedder": {"model": "all-MiniLM-L6-v2"}},

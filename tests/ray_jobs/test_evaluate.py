@@ -127,9 +127,9 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
         runner="ray",
         methods=["oracle"],
         limit=6,
-        generator={"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24, "seed": 7}},
+        generator={"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24, "seed": 7}, "batch_size": 3},
         # Blocks of 3 rows from prompt building on, so records are written (and resumable) 3 at a time.
-        ray={"block_rows": 3, "retrieve_batch_size": 3, "generate_batch_size": 3},
+        ray={"block_rows": 3, "retrieve_batch_size": 3},
     )
     services = recorded_services
     done, killed = threading.Event(), []
@@ -212,12 +212,12 @@ def test_cpu_actors_tokenize_for_gpu_embedding_actors(ray_local, tiny_data, tmp_
     rankings are the single process's."""
     gpu = {"retrieve_block_rows": 8, "embed_gpus": 1, "embed_cpus": 1}
 
-    def config(engine: str, **extra):
-        index = {"index_uri": str(tmp_path / engine / "lancedb")}
+    def config(runner: str, **extra):
+        index = {"index_uri": str(tmp_path / runner / "lancedb")}
         return _config(
             tiny_data,
-            tmp_path / engine,
-            engine=engine,
+            tmp_path / runner,
+            runner=runner,
             methods=["base", "hybrid_meta"],
             retrieval_only=True,
             retrieval=index,

@@ -88,8 +88,9 @@ def _config(tiny_data, out, base_url, **ray):
                 "max_retries": 0,
                 "json_mode": "none",
                 "concurrency": 2,
+                "batch_size": 3,
             },
-            "ray": {"block_rows": 3, "generate_batch_size": 3, **ray},
+            "ray": {"block_rows": 3, **ray},
         },
     )
 

@@ -57,9 +57,15 @@ def _run(data, out, replicas: int) -> list[dict]:
             "methods": ["oracle"],
             "runner": "ray",
             "out": str(out),
-            "generator": {"preset": "smollm2-135m", "n_threads": 1, "sampling": {"max_tokens": 12, "seed": replicas}},
+            "generator": {
+                "preset": "smollm2-135m",
+                "n_threads": 1,
+                "sampling": {"max_tokens": 12, "seed": replicas},
+                "replicas": replicas,
+                "batch_size": 4,
+            },
             "prompts": {"max_context_chars": 1500},
-            "ray": {"generate_actors": replicas, "block_rows": 4, "generate_batch_size": 4},
+            "ray": {"block_rows": 4},
         },
     )
     evaluate.run_ray(config)

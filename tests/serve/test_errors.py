@@ -18,7 +18,7 @@ from serve.errors import (
     RequestGuard,
     install_error_handlers,
     install_guard,
-    one_line,
+    squashed,
 )
 from serve.schemas import GenerateRequest, RetrieveRequest
 from t2rag.errors import InputError
@@ -135,8 +135,8 @@ def test_api_and_core_errors_keep_their_status(client):
 
 
 def test_one_line_collapses_and_cuts():
-    assert one_line("a\n  b\tc") == "a b c"
-    assert len(one_line("x" * 1000)) == 400 and one_line("x" * 1000).endswith("...")
+    assert squashed("a\n  b\tc") == "a b c"
+    assert len(squashed("x" * 1000)) == 400 and squashed("x" * 1000).endswith("...")
 
 
 def test_the_api_key_guards_every_route_but_the_probes_and_docs():

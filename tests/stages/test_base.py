@@ -4,8 +4,9 @@ appearance; nulls are keys like any other value."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
-from t2rag.stages.base import groups
+from t2rag.stages.base import groups, run_chain
 
 
 def as_lists(batch: pa.Table, *keys: str) -> list[tuple[tuple, list[int]]]:
@@ -28,3 +29,16 @@ def test_nulls_are_keys():
     assert as_lists(batch, "subset") == [((None,), [0, 1])]
     mixed = pa.table({"subset": pa.array([None, "FinQA", None], pa.string())})
     assert as_lists(mixed, "subset") == [((None,), [0, 2]), (("FinQA",), [1])]
+
+
+def test_a_stage_given_a_batch_without_a_column_it_reads_fails_naming_both():
+    from t2rag.config import load_config
+    from t2rag.methods import PROMPTING
+    from t2rag.resources import Resources
+    from t2rag.stages import built
+
+    steps = built(Resources(load_config(None, {"methods": ["pretrained_only"], "generator": "smollm2-135m"})), PROMPTING)
+    rows = pa.table({"method": ["pretrained_only"], "subset": ["FinQA"], "question": ["What was the revenue?"]})
+    assert run_chain(steps, rows).column("messages_json")[0].as_py()
+    with pytest.raises(ValueError, match=r"^stage answer_prompts reads \['question'\], which the batch lacks"):
+        run_chain(steps, rows.drop_columns(["question"]))
