@@ -63,8 +63,8 @@ MUTATIONS = [
     ),
     Mutation(
         "declarations: parse_answers never adds a column it declares (formula_ok)",
-        (("t2rag/stages/answer.py", "{name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items()}",
-          '{name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items() if name != "formula_ok"}'),),
+        (("t2rag/stages/answer.py", '{name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items() if name != "outcome"}',
+          '{name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items() if name not in ("outcome", "formula_ok")}'),),
         ("tests/stages/test_declarations.py::test_each_stage_adds_what_it_declares_on_every_chain",),
     ),
     Mutation(
@@ -98,17 +98,19 @@ MUTATIONS = [
     ),
     Mutation(
         "workload: summarization's answers read k whole contexts instead of k summaries",
-        (("t2rag/workload.py", '"retrieved_summary": (k, summary_chars)}', '"retrieved_summary": (k, clipped[subset])}'),),
+        (("t2rag/workload.py", 'each = summary_chars if method.reader == "retrieved_summary" else clipped[subset]',
+          "each = clipped[subset]"),),
         ("tests/test_workload.py::test_summarization_reads_k_summaries_and_summaries_read_each_context",),
     ),
     Mutation(
         "workload: HyDE prompts counted without their template",
-        (("t2rag/workload.py", "chars = n * hyde_overhead + question_chars", "chars = question_chars"),),
+        (("t2rag/stages/hyde.py", "return n * (chars_of(prompts.hyde(STAND_IN)) - len(STAND_IN)) + question_chars,",
+          "return question_chars,"),),
         ("tests/test_workload.py::test_hyde_documents_are_counted_from_their_real_prompts",),
     ),
     Mutation(
         "workload: contexts counted whole, not cut to max_context_chars",
-        (("t2rag/workload.py", "len(t) if len(t) <= limit else limit + marker for t in texts", "len(t) for t in texts"),),
+        (("t2rag/workload.py", "prompts.shown_length(len(t)) for t in texts", "len(t) for t in texts"),),
         ("tests/test_workload.py::test_contexts_are_counted_as_clipped_by_max_context_chars",),
     ),
     Mutation(
@@ -132,15 +134,15 @@ MUTATIONS = [
     ),
     Mutation(
         "served parsing (shared by /answer and the chat route) reads an empty answer instead of the generation",
-        (("serve/ingress.py", "{name: pa.array([value]) for name, value in generation.items()}",
+        (("serve/answering.py", "{name: pa.array([value]) for name, value in generation.items()}",
           '{name: pa.array(["{}" if name == "raw_output" else value]) for name, value in generation.items()}'),),
         ("tests/serve/test_openai.py::test_the_chat_route_ranks_and_answers_as_the_core",
          "tests/serve/test_app.py::test_a_generated_number_is_the_served_prediction"),
     ),
     Mutation(
         "/answer: the prediction dropped",
-        (("serve/ingress.py", "            prediction=prediction if prediction is not None and math.isfinite(prediction) else None,",
-          "            prediction=None,"),),
+        (("serve/answering.py", '"prediction": prediction if prediction is not None and math.isfinite(prediction) else None,',
+          '"prediction": None,'),),
         ("tests/serve/test_app.py::test_answer_with_retrieval", "tests/serve/test_app.py::test_answer_oracle_reads_the_given_context",
          "tests/serve/test_app.py::test_a_generated_number_is_the_served_prediction"),
     ),

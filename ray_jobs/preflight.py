@@ -268,8 +268,9 @@ def _pool_times(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Ra
     if pool.role == "generator":
         scale = pool.actors * (pool.gpus if rate.device == "gpu" else 1.0)  # GPU rates are per GPU of a replica
         out, load = [], rate.load_s
-        hyde = workload.total("hyde")
-        evaluated = ("HyDE and answers" if hyde.prompts else "answers", hyde + workload.total("answers"))
+        before = workload.total("pre_answer")
+        label = "HyDE documents, grades and answers" if before.prompts else "answers"
+        evaluated = (label, before + workload.total("answers"))
         for label, g in (("summaries", workload.total("summaries")), evaluated):
             if g.prompts:
                 seconds = g.to_compute / rate.prompt_tokens_per_s + g.output_tokens / rate.output_tokens_per_s
@@ -306,7 +307,7 @@ def render(plan: RunPlan) -> str:
         [m.method, m.subset, m.retrievals, m.dense_queries, m.reranked_pairs, g.prompts, g.prompt_tokens,
          g.to_compute, g.output_tokens]
         for m in w.methods
-        for g in [m.hyde + m.answers]
+        for g in [m.pre_answer + m.answers]
     ]  # fmt: skip
     for corpus, g in w.summaries.items():
         rows.append(["(context summaries)", corpus, 0, 0, 0, g.prompts, g.prompt_tokens, g.to_compute, g.output_tokens])
@@ -331,7 +332,7 @@ def render(plan: RunPlan) -> str:
     refusal = plan.refusal
     lines.append(f"Fits: {'yes' if refusal is None else 'NO: ' + refusal}")
     e = plan.estimate
-    answers = w.total("hyde") + w.total("answers") + w.total("summaries")
+    answers = w.total("pre_answer") + w.total("answers") + w.total("summaries")
     reuse = plan.config.generator is not None and plan.config.generator.prefix_reuse
     basis = ("prompts that share a prefix run together (generator.prefix_reuse): the system prompt once per"
              " replica, each leading context once per gold context" if reuse else

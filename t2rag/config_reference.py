@@ -1,7 +1,8 @@
-"""`python -m t2rag.config_reference`: every field of a run config, from the config classes themselves: its type, its
-default, and what it means (its description, or the comment the class gives it). docs/configuration.md ends with
-this text; a test fails when the two differ. Each generator engine's own fields come from its registered config
-class, so an engine added to the registry is documented with the others."""
+"""Every field of a run config, from the config classes themselves: its type, its default, and what it means (its
+description, or the comment the class gives it). docs/configuration.md ends with this text (`python -m
+t2rag.config_reference --write docs/configuration.md`); a test fails when the two differ. Each generator engine's
+own fields come from its registered config class, so an engine added to the registry is documented with the others.
+"""
 
 from __future__ import annotations
 
@@ -118,5 +119,19 @@ def reference() -> str:
     return "\n".join(p for p in parts if p)
 
 
+def write(path: str) -> None:
+    """Replace the reference at the end of a markdown file (from its heading on) with the current one."""
+    with open(path, encoding="utf-8") as source:
+        text = source.read()
+    head = text[: text.index(HEADER)] if HEADER in text else text.rstrip() + "\n\n"
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(head + reference())
+
+
 if __name__ == "__main__":
-    print(reference(), end="")
+    import sys
+
+    if sys.argv[1:2] == ["--write"]:
+        write(sys.argv[2])
+    else:
+        print(reference(), end="")

@@ -18,6 +18,10 @@ ReaderInput = Literal["none", "gold", "retrieved_context", "retrieved_summary"]
 DENSE = ("embed_queries", "retrieve")
 #: Stages of a lexical retrieval.
 LEXICAL = ("retrieve",)
+#: HyDE's query: a generated hypothetical excerpt, embedded in place of the question.
+HYDE = ("hyde_prompts", "generate", "hyde_query")
+#: The generator grades the retrieved contexts (Self-RAG, Corrective RAG).
+GRADE = ("grade_prompts", "generate", "grade_contexts")
 #: The stages every answered row ends with, whatever chain brought it to its prompts.
 ANSWER_TAIL = ("generate", "parse_answers")
 #: The stages that make a question's answer prompt from what its method reads.
@@ -36,6 +40,9 @@ class Method:
     stages: tuple[str, ...] = ()  # question -> ranking; empty for methods that do not retrieve
     index_texts: IndexTexts = "context"
     reader: ReaderInput = "retrieved_context"
+    #: A lexical method whose retriever ranks a question again when the generator judged none of its contexts
+    #: relevant (Corrective RAG's `corrective_retrieve`).
+    fallback: str | None = None
 
     @property
     def retrieves(self) -> bool:
@@ -79,7 +86,7 @@ METHODS: dict[str, Method] = {
             "hyde",
             "dense search with the embedding of a generated hypothetical document",
             retriever="base",
-            stages=("hyde_prompts", "generate", "hyde_query", *DENSE),
+            stages=(*HYDE, *DENSE),
         ),
         Method(
             "summarization",
@@ -107,6 +114,26 @@ METHODS: dict[str, Method] = {
             "numeric BM25, chunked dense and the metadata prior, fused",
             retriever="hybrid_meta",
             stages=DENSE,
+        ),
+        # The authors' library's remaining methods (t2rag.stages.grade).
+        Method(
+            "hyde_reranker",
+            "HyDE's dense pool of 3k reordered by the cross-encoder",
+            retriever="base",
+            stages=(*HYDE, *DENSE, "rerank"),
+        ),
+        Method(
+            "self_rag",
+            "dense top-k; the generator reads only the contexts it judges relevant",
+            retriever="base",
+            stages=(*DENSE, *GRADE),
+        ),
+        Method(
+            "crag",
+            "dense top-k graded by the generator; none relevant: bm25_meta ranks again (Corrective RAG)",
+            retriever="base",
+            stages=(*DENSE, *GRADE, "corrective_retrieve"),
+            fallback="bm25_meta",
         ),
     ]
 }

@@ -17,8 +17,9 @@ import pyarrow.compute as pc
 from t2rag.config import RunConfig
 from t2rag.methods import get_method
 from t2rag.pipeline.plan import WorkGroup
-from t2rag.prompts import Prompts
+from t2rag.prompts import STAND_IN, Prompts, chars_of
 from t2rag.resources import Resources
+from t2rag.stages import STAGES, Stage
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class MethodWork:
     retrievals: int  # questions ranked
     dense_queries: int  # of those, questions embedded for a dense search
     reranked_pairs: int  # (question, context) pairs a cross-encoder scores
-    hyde: Generation = field(default_factory=Generation)  # hypothetical documents
+    #: Generations before the answer: HyDE's documents, the grades of retrieved contexts.
+    pre_answer: Generation = field(default_factory=Generation)
     answers: Generation = field(default_factory=Generation)
 
 
@@ -73,7 +75,7 @@ class Workload:
     chars_per_token: float
 
     def total(self, kind: str) -> Generation:
-        """All prompts of one kind: "answers", "hyde" or "summaries"."""
+        """All prompts of one kind: "answers", "pre_answer" or "summaries"."""
         parts = list(self.summaries.values()) if kind == "summaries" else [getattr(m, kind) for m in self.methods]
         return sum(parts, Generation())
 
@@ -82,9 +84,9 @@ class Workload:
         itself (a block embeds a question once for them all), plus HyDE's documents."""
         per_subset: dict[str, int] = {}
         for m in self.methods:
-            if m.hyde.prompts == 0:
+            if not _own_query(m.method):
                 per_subset[m.subset] = max(per_subset.get(m.subset, 0), m.dense_queries)
-        return sum(per_subset.values()) + sum(m.dense_queries for m in self.methods if m.hyde.prompts)
+        return sum(per_subset.values()) + sum(m.dense_queries for m in self.methods if _own_query(m.method))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,8 +107,7 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
     def tokens(chars: float) -> int:
         return round(chars / chars_per_token)
 
-    hyde_overhead = _chars(prompts.hyde(STAND_IN)) - len(STAND_IN)
-    system_chars = _chars(prompts.answer(STAND_IN, [])[:1])
+    system_chars = chars_of(prompts.answer(STAND_IN, [])[:1])
     reuse = config.generator is not None and config.generator.prefix_reuse
     cells: dict[tuple[str, str], dict] = {}
     for group in work:
@@ -120,9 +121,9 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
                 cell["retrievals"] += n
                 cell["dense"] += n if method.searches_vectors else 0
                 cell["pairs"] += n * config.retrieval.reranker.candidate_factor * k if "rerank" in method.stages else 0
-            if "generate" in method.stages:
-                chars = n * hyde_overhead + question_chars
-                cell["hyde"] += Generation(n, tokens(chars), n * prompts.config.hyde_max_tokens)
+            for maker in _prompt_makers(method.stages):
+                chars, most = maker.planned_prompts(prompts, n, question_chars, method.texts_read(k), clipped[subset])
+                cell["pre_answer"] += Generation(n, tokens(chars), n * most)
             if answering:
                 count = method.texts_read(k)  # as read_contexts reads them
                 each = summary_chars if method.reader == "retrieved_summary" else clipped[subset]
@@ -138,7 +139,7 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
             retrievals=c["retrievals"],
             dense_queries=c["dense"],
             reranked_pairs=c["pairs"],
-            hyde=c["hyde"],
+            pre_answer=c["pre_answer"],
             answers=c["answers"],
         )
         for (m, s), c in cells.items()
@@ -147,7 +148,7 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
     for name in config.methods:
         method = get_method(name)
         if method.index_texts == "summary":
-            overhead = _chars(prompts.summarize(""))
+            overhead = chars_of(prompts.summarize(""))
             for s, corpus in corpora.items():
                 n = len(corpus)
                 chars = n * (overhead + clipped[s])
@@ -179,7 +180,17 @@ def _computed_chars(prompts: Prompts, count: int, each: float, rows, n: int, cha
 
 
 def _empty_cell() -> dict:
-    return {"retrievals": 0, "dense": 0, "pairs": 0, "hyde": Generation(), "answers": Generation()}
+    return {"retrievals": 0, "dense": 0, "pairs": 0, "pre_answer": Generation(), "answers": Generation()}
+
+
+def _prompt_makers(stages: tuple[str, ...]) -> list[type[Stage]]:
+    """The stage that makes the prompts of each `generate` in a ranking chain (the one before it)."""
+    return [STAGES[stages[i - 1]] for i, name in enumerate(stages) if name == "generate"]
+
+
+def _own_query(method: str) -> bool:
+    """Whether the method embeds a query of its own (HyDE's document) instead of the question."""
+    return "hyde_query" in get_method(method).stages
 
 
 def _by_method_and_subset(group: WorkGroup):
@@ -190,17 +201,9 @@ def _by_method_and_subset(group: WorkGroup):
         yield (method, subset), rows.filter(pc.equal(keys, key))
 
 
-def _chars(messages) -> int:
-    return sum(len(m["content"]) for m in messages)
-
-
-#: A one-character question: templates are stripped once filled, so an empty one would lose their trailing space.
-STAND_IN = "?"
-
-
 def _answer_overhead(prompts: Prompts, count: int) -> int:
     """Characters of an answer prompt around its question and `count` excerpts' texts."""
-    return _chars(prompts.answer(STAND_IN, [""] * count)) - len(STAND_IN)
+    return chars_of(prompts.answer(STAND_IN, [""] * count)) - len(STAND_IN)
 
 
 def _mean_length(texts: list[str]) -> float:

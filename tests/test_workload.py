@@ -32,7 +32,7 @@ def test_counts_follow_the_plan(measured):
     workload = measured[3]
     base = _cell(workload, "base", "FinQA")
     assert base.retrievals == base.dense_queries == 883 and base.answers.prompts == 5
-    assert _cell(workload, "hyde", "TAT-DQA").hyde.prompts == 5  # HyDE runs on the generation sample alone
+    assert _cell(workload, "hyde", "TAT-DQA").pre_answer.prompts == 5  # HyDE runs on the generation sample alone
     assert workload.total("answers").prompts == len(METHODS) * 2 * 5
     assert workload.total("answers").output_tokens == len(METHODS) * 2 * 5 * 100
     assert {k: g.prompts for k, g in workload.summaries.items()} == {"FinQA": 299, "TAT-DQA": 274}
@@ -129,7 +129,7 @@ def test_hyde_documents_are_counted_from_their_real_prompts(measured):
     prompts, ratio = resources.prompts, config.estimate.chars_per_token
     questions = _rows(work, "hyde", "FinQA").column("question").to_pylist()
     chars = sum(sum(len(m["content"]) for m in prompts.hyde(q)) for q in questions)
-    hyde = _cell(workload, "hyde", "FinQA").hyde
+    hyde = _cell(workload, "hyde", "FinQA").pre_answer
     assert (hyde.prompts, hyde.prompt_tokens) == (5, round(chars / ratio))
     assert hyde.output_tokens == 5 * prompts.config.hyde_max_tokens
 

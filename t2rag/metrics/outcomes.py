@@ -34,7 +34,19 @@ def gold_read(records: pa.Table, k: int, reads: Mapping[str, str]) -> np.ndarray
     (`Method.reader`: none, gold, retrieved_context or retrieved_summary)."""
     kind = np.asarray([reads[m] for m in records.column("method").to_pylist()], dtype=object)
     ranks = records.column("gold_rank").fill_null(0).to_numpy(zero_copy_only=False)
-    return (kind == "gold") | ((kind != "none") & (ranks >= 1) & (ranks <= k))
+    read = (kind == "gold") | ((kind != "none") & (ranks >= 1) & (ranks <= k))
+    if "reader_ids" not in records.column_names:
+        return read
+    # Where a grade chose what the generator read (t2rag.stages.grade), the gold was read when it was chosen.
+    chosen = records.column("reader_ids").to_pylist()
+    ranked = records.column("context_ids").to_pylist()
+    return np.asarray(
+        [
+            was if picked is None else bool(rank >= 1 and ids[rank - 1] in picked)
+            for was, picked, ids, rank in zip(read, chosen, ranked, ranks.tolist(), strict=True)
+        ],
+        dtype=bool,
+    )
 
 
 def outcomes(records: pa.Table, k: int, reads: Mapping[str, str]) -> pa.Array:

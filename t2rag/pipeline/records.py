@@ -4,9 +4,11 @@ the summary, `t2rag score` and `t2rag report`. The columns (the stage that fills
 | column | type | stage | meaning |
 |---|---|---|---|
 | id, subset, method | string | plan | question id, its subset, the method name |
-| context_ids | list<string> | retrieve, rerank | ranked context ids as returned (null: the method does not retrieve) |
-| scores | list<float64> | retrieve, rerank | the retriever's scores, same order (NaN where a method has none) |
-| gold_rank | int32 | retrieve, rerank | 1-based rank of the gold context, 0 when absent, null without retrieval |
+| context_ids | list<string> | retrieve, rerank, grade_contexts, corrective_retrieve | ranked context ids (null: none) |
+| scores | list<float64> | retrieve, rerank, grade_contexts, corrective_retrieve | their scores (NaN: none given) |
+| gold_rank | int32 | retrieve, rerank, grade_contexts, corrective_retrieve | the gold's 1-based rank (0: absent) |
+| reader_ids | list<string> | grade_contexts, corrective_retrieve | what a grade chose to read (null: the top k) |
+| relevant | int32 | grade_contexts | contexts the generator judged relevant (null: no grade read) |
 | prompt_hash | string | answer_prompts | hash of the chat messages sent to the generator |
 | raw_output | string | generate | the model's text (null: not generated) |
 | prompt_tokens, completion_tokens | int32 | generate | token counts reported by the engine |
@@ -48,6 +50,8 @@ RECORD_SCHEMA = pa.schema(
         pa.field("context_ids", pa.list_(pa.string())),
         pa.field("scores", pa.list_(pa.float64())),
         pa.field("gold_rank", pa.int32()),
+        pa.field("reader_ids", pa.list_(pa.string())),
+        pa.field("relevant", pa.int32()),
         pa.field("prompt_hash", pa.string()),
         pa.field("raw_output", pa.string()),
         pa.field("prompt_tokens", pa.int32()),

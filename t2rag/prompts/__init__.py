@@ -25,7 +25,7 @@ ANSWER_SCHEMA: dict = {
     "required": ["reasoning_steps", "final_formula", "computed_formula"],
 }
 
-TEMPLATE_NAMES = ("answer_system", "answer_user", "answer_no_context", "hyde", "summarize")
+TEMPLATE_NAMES = ("answer_system", "answer_user", "answer_no_context", "hyde", "summarize", "grade")
 
 
 class PromptConfig(BaseModel):
@@ -38,9 +38,11 @@ class PromptConfig(BaseModel):
     answer_no_context: str | None = None
     hyde: str | None = None
     summarize: str | None = None
+    grade: str | None = None
     max_context_chars: int = Field(6000, ge=200)  # per context; longer ones are cut (most are under 6,000)
     hyde_max_tokens: int = Field(256, ge=16)
     summary_max_tokens: int = Field(200, ge=16)
+    grade_max_tokens: int = Field(48, ge=8)  # a grade is `{"relevant": [...]}`
 
 
 def _read(name: str, override: str | None) -> str:
@@ -61,6 +63,16 @@ def _fill(template: str, **values: str) -> str:
     for key, value in values.items():
         out = out.replace("{" + key + "}", value)
     return out.strip()
+
+
+#: A one-character question for measuring a template: templates are stripped once filled, so an empty one would
+#: lose their trailing space.
+STAND_IN = "?"
+
+
+def chars_of(messages: tuple[Message, ...] | list[Message]) -> int:
+    """Characters of a prompt's messages."""
+    return sum(len(m["content"]) for m in messages)
 
 
 class Prompts:
@@ -95,6 +107,11 @@ class Prompts:
 
     def hyde(self, question: str) -> tuple[Message, ...]:
         return ({"role": "user", "content": _fill(self.templates["hyde"], question=question)},)
+
+    def grade(self, question: str, contexts: list[str]) -> tuple[Message, ...]:
+        """The prompt asking which of the numbered excerpts help answer the question."""
+        filled = _fill(self.templates["grade"], contexts=self.format_contexts(contexts), question=question)
+        return ({"role": "user", "content": filled},)
 
     def summarize(self, context: str) -> tuple[Message, ...]:
         return ({"role": "user", "content": _fill(self.templates["summarize"], context=self._clip(context))},)

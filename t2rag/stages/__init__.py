@@ -18,6 +18,7 @@ from t2rag.stages.answer import AnswerPrompts, ParseAnswers, ReadContexts
 from t2rag.stages.base import Stage
 from t2rag.stages.embed import EmbedPassages, EmbedQueries, TokenizePassages, TokenizeQueries
 from t2rag.stages.generate import Generate
+from t2rag.stages.grade import CorrectiveRetrieve, GradeContexts, GradePrompts
 from t2rag.stages.hyde import HydePrompts, HydeQuery
 from t2rag.stages.rerank import Rerank
 from t2rag.stages.retrieve import Retrieve
@@ -33,6 +34,9 @@ STAGES: dict[str, type[Stage]] = {
         EmbedQueries,
         Retrieve,
         Rerank,
+        GradePrompts,
+        GradeContexts,
+        CorrectiveRetrieve,
         ReadContexts,
         AnswerPrompts,
         ParseAnswers,

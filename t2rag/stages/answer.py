@@ -17,20 +17,22 @@ TEXTS_TYPE = pa.list_(pa.string())
 
 
 class ReadContexts(Stage):
-    """`context_ids` (retrieving methods), `gold_context` (oracle), `k` (optional) -> `reader_texts`.
+    """`context_ids` (retrieving methods), `gold_context` (oracle), `k`, `reader_ids` (optional) -> `reader_texts`.
 
     What the generator reads, as the row's method prescribes: nothing, the gold context, the top k retrieved
-    contexts, or the top k retrieved contexts' summaries.
+    contexts, or the top k retrieved contexts' summaries; where a grade chose them (`reader_ids`, t2rag.stages.grade),
+    exactly those contexts.
     """
 
     name = "read_contexts"
     reads = ("method",)
-    optional = ("subset", "context_ids", "gold_context", "k")
+    optional = ("subset", "context_ids", "gold_context", "k", "reader_ids")
     adds = pa.schema({"reader_texts": TEXTS_TYPE})
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts: list = [None] * batch.num_rows
         ranked = column(batch, "context_ids")
+        chosen = column(batch, "reader_ids")
         gold = column(batch, "gold_context")
         ks = row_k(batch, self.config.retrieval.k)
         keys = ("method", "subset") if "subset" in batch.column_names else ("method",)
@@ -47,7 +49,8 @@ class ReadContexts(Stage):
             corpus = self.resources.corpus(subset)
             if method.reader == "retrieved_summary":
                 corpus = self.resources.context_summary_corpus(corpus)
-            set_rows(texts, rows, [corpus.texts_of(ranked[i][: method.texts_read(ks[i])]) for i in rows])
+            read = [chosen[i] if chosen[i] is not None else ranked[i][: method.texts_read(ks[i])] for i in rows]
+            set_rows(texts, rows, [corpus.texts_of(ids) for ids in read])
         return with_columns(batch, {"reader_texts": pa.array(texts, TEXTS_TYPE)})
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from t2rag.prompts import Prompts
 from t2rag.resources import Resources
 
 #: The pool a stage needs on Ray: a GPU model (`embed`, `rerank`), a CPU tokenizer (`tokenize`), an index holder
@@ -45,6 +46,14 @@ class Stage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         raise NotImplementedError
+
+    @classmethod
+    def planned_prompts(cls, prompts: Prompts, n: int, question_chars: int, contexts: int, context_chars: float
+                        ) -> tuple[float, int]:  # fmt: skip
+        """For a stage that makes prompts for `generate`: the characters of its `n` prompts (their questions have
+        `question_chars` in all; each shows `contexts` contexts of `context_chars` on average) and the most tokens
+        each answer may take. `t2rag plan` counts a method's generations by it."""
+        raise NotImplementedError(f"stage {cls.name} makes no prompts")
 
     def without_drops(self, batch: pa.Table) -> pa.Table:
         """The batch without the columns this stage declares it drops."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from t2rag.generation.requests import GENERATION_COLUMNS, REQUEST_COLUMNS, REQUEST_TYPES, free_text_requests
+from t2rag.prompts import STAND_IN, Prompts, chars_of
 from t2rag.stages.base import Stage, with_columns
 
 
@@ -18,6 +19,11 @@ class HydePrompts(Stage):
     name = "hyde_prompts"
     reads = ("question",)
     adds = pa.schema(REQUEST_TYPES)
+
+    @classmethod
+    def planned_prompts(cls, prompts: Prompts, n: int, question_chars: int, contexts: int, context_chars: float
+                        ) -> tuple[float, int]:  # fmt: skip
+        return n * (chars_of(prompts.hyde(STAND_IN)) - len(STAND_IN)) + question_chars, prompts.config.hyde_max_tokens
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         prompts = self.resources.prompts

@@ -120,18 +120,21 @@ def test_records_equal_those_through_vllm_serve(ray_run, vllm_server, data_dir, 
 
 
 def test_one_engine_for_every_phase_of_a_single_process_run(tiny_data, tmp_path, short_system_prompt):
-    """Context summaries, HyDE's documents and the answers of five methods on the single-process runner: vLLM is
-    started once (it used to start a processor, and so an engine, for every block of 8 prompts)."""
+    """Context summaries, HyDE's documents, crag's grades and the answers of six methods on the single-process
+    runner: vLLM is started once (it used to start a processor, and so an engine, for every block of 8 prompts);
+    crag grades and answers every sampled question on it."""
     out = tmp_path / "run"
     config = run_config(tiny_data, out, {"preset": PRESET}, "local", short_system_prompt)
     fields = yaml.safe_load(config.read_text())
-    fields.update(methods=["pretrained_only", "oracle", "base", "hyde", "sumcontext"], limit=1)
-    fields["prompts"].update(hyde_max_tokens=24, summary_max_tokens=24)
+    fields.update(methods=["pretrained_only", "oracle", "base", "hyde", "sumcontext", "crag"], limit=1)
+    fields["prompts"].update(hyde_max_tokens=24, summary_max_tokens=24, grade_max_tokens=16)
     fields["retrieval"]["index_uri"] = str(tmp_path / "lancedb")
     config.write_text(yaml.safe_dump(fields))
     summary = evaluate(config)
     assert summary["model_loads"]["smollm2-135m"] == 1
     assert set(summary["methods"]) == set(fields["methods"])
+    crag = [r for r in records(out).values() if r["method"] == "crag"]
+    assert len(crag) == 2 and all(r["context_ids"] and r["raw_output"] and r["generation_error"] is None for r in crag)
 
 
 def test_prompts_sharing_a_context_reuse_it_in_vllms_prefix_cache(tmp_path, monkeypatch):

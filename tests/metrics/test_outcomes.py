@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 from t2rag.data import load_questions
 from t2rag.methods import readers_of
-from t2rag.metrics.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
+from t2rag.metrics.outcomes import OUTCOMES, gold_read, oracle_gap, outcome_counts, with_outcomes
 from t2rag.pipeline.records import read_records
 
 K = 3  # the default config's retrieval.k, what the scripted run's generator read
@@ -97,3 +98,15 @@ def test_records_written_before_the_column_get_the_same_outcomes(records):
     refilled = with_outcomes(old, K, readers_of(old.column("method").to_pylist()))
     assert refilled.column("outcome").to_pylist() == records.column("outcome").to_pylist()
     assert with_outcomes(records, K, {}) is records  # nothing missing, nothing recomputed
+
+
+def test_where_a_grade_chose_the_contexts_the_gold_was_read_only_when_chosen():
+    """A self_rag row ranks the gold first but its grade kept another context: the gold was not read; a grade that
+    kept the gold, or no grade (null: the top k), reads it."""
+    records = pa.table({
+        "method": ["self_rag"] * 4,
+        "gold_rank": pa.array([1, 1, 1, 4], pa.int32()),
+        "context_ids": [["g", "a", "b"], ["g", "a", "b"], ["g", "a", "b"], ["a", "b", "c", "g"]],
+        "reader_ids": pa.array([["a"], ["a", "g"], None, ["g"]], pa.list_(pa.string())),
+    })  # fmt: skip
+    assert gold_read(records, 3, readers_of(["self_rag"])).tolist() == [False, True, True, True]

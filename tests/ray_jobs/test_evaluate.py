@@ -57,15 +57,16 @@ def _keys(bucket: str, prefix: str) -> list[str]:
 
 
 def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data, minilm_reranker, caplog):
-    """Every retriever and the generating paths (gold context, retrieved context, HyDE) through
-    ray_jobs.evaluate, with data, indexes, records and the report on S3, against the single-process runner."""
+    """Every retriever and the generating paths (gold context, retrieved context, HyDE, crag's grades and its
+    corrective retrieval) through ray_jobs.evaluate, with data, indexes, records and the report on S3, against the
+    single-process runner."""
     data_uri = upload_dir(Path(tiny_data), s3_bucket, "t2ragbench")
-    methods = ["oracle", "bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker", "hyde"]
+    methods = ["oracle", "bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker", "hyde", "crag"]
     fields = {
         "methods": methods,
         "retrieval_only_methods": ["base", "hybrid_bm25", "hybrid_rrf", "reranker"],
         "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 40}},
-        "prompts": {"max_context_chars": 500, "hyde_max_tokens": 40},
+        "prompts": {"max_context_chars": 500, "hyde_max_tokens": 40, "grade_max_tokens": 16},
         "limit": 1,
         "retrieval": {"index_uri": f"s3://{s3_bucket}/lancedb", "reranker": {**minilm_reranker, "max_length": 128}},
     }
@@ -76,7 +77,7 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
     assert distributed["methods"] == local["methods"]  # the same JSON summary, number for number
     ray_rows = _records(ray_out)
     assert ray_rows == _records(local_out)  # identical rankings, prompts and predictions per question
-    assert len(ray_rows) == 5 * 33 + 2 * 2  # retrieval for every question; oracle and HyDE for the sample
+    assert len(ray_rows) == 5 * 33 + 3 * 2  # retrieval for every question; oracle, HyDE and crag for the sample
 
     summary = local["methods"]
     assert summary["oracle"]["weighted"]["generated"] == 2  # one sampled question per subset

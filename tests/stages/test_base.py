@@ -37,7 +37,9 @@ def test_a_stage_given_a_batch_without_a_column_it_reads_fails_naming_both():
     from t2rag.resources import Resources
     from t2rag.stages import built
 
-    steps = built(Resources(load_config(None, {"methods": ["pretrained_only"], "generator": "smollm2-135m"})), PROMPTING)
+    steps = built(
+        Resources(load_config(None, {"methods": ["pretrained_only"], "generator": "smollm2-135m"})), PROMPTING
+    )
     rows = pa.table({"method": ["pretrained_only"], "subset": ["FinQA"], "question": ["What was the revenue?"]})
     assert run_chain(steps, rows).column("messages_json")[0].as_py()
     with pytest.raises(ValueError, match=r"^stage answer_prompts reads \['question'\], which the batch lacks"):

@@ -30,6 +30,7 @@ def declaring(column: str) -> set[str]:
 POOLS = {
     "hyde_prompts": "light", "generate": "generate", "hyde_query": "light", "tokenize_queries": "tokenize",
     "embed_queries": "embed", "retrieve": "retrieve", "rerank": "rerank", "read_contexts": "light",
+    "grade_prompts": "light", "grade_contexts": "light", "corrective_retrieve": "retrieve",
     "answer_prompts": "light", "parse_answers": "light", "tokenize_passages": "tokenize", "embed_passages": "embed",
 }  # fmt: skip
 
@@ -113,13 +114,13 @@ def checked_chain(resources, names: tuple[str, ...], batch: pa.Table) -> pa.Tabl
 
 @pytest.mark.llm
 def test_each_stage_adds_what_it_declares_on_every_chain(tiny_data, minilm_reranker, short_system_prompt, tmp_path):
-    """Every chain of the planned work (retrieval only, reranking, HyDE, oracle and pretrained answers) on real
+    """Every chain of the planned work (retrieval only, reranking, HyDE, grading, oracle and pretrained answers) on real
     rows, with SmolLM2 generating, each stage checked against its declaration."""
     config = load_config(
         None,
         {
             "data": {"source": tiny_data, "subsets": ["FinQA"]},
-            "methods": ["pretrained_only", "oracle", "bm25", "reranker", "hyde"],
+            "methods": ["pretrained_only", "oracle", "bm25", "reranker", "hyde", "crag"],
             "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24}},
             "retrieval": {"reranker": minilm_reranker},
             "prompts": {"max_context_chars": 300, "hyde_max_tokens": 24, "answer_system": short_system_prompt},
@@ -133,6 +134,7 @@ def test_each_stage_adds_what_it_declares_on_every_chain(tiny_data, minilm_reran
         rows = checked_chain(engine.resources, group.stages, group.rows.slice(0, 1))
         if "parse_answers" in group.stages:  # an answered row has every record column its chain can fill
             unfilled = set() if "retrieve" in group.stages else {"context_ids", "scores", "gold_rank"}
+            unfilled |= set() if "grade_contexts" in group.stages else {"reader_ids", "relevant"}
             assert set(RECORD_SCHEMA.names) - set(rows.column_names) == unfilled, group.stages
         chains.add(group.stages)
     every = {name for chain in chains for name in chain}

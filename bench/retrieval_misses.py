@@ -1,0 +1,67 @@
+"""Where a retrieval method's misses go: for every question whose gold context is not ranked first, what was ranked
+first instead: another page of the same report (same company, same year), the same company's report of another
+year, or elsewhere; and how many golds are outside the top 10.
+
+Usage (a retrieval-only run first; nothing here is fitted):
+    t2rag eval --retrieval-only --methods bm25_meta --out runs/misses
+    python bench/retrieval_misses.py runs/misses [--method bm25_meta] [--data SOURCE]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import pyarrow.compute as pc
+
+from t2rag.data import build_corpora, load_questions
+from t2rag.pipeline.records import read_records
+
+KINDS = ("another page of the same report", "another year's report of the company", "elsewhere")
+
+
+def report_of(corpus, position: int) -> tuple[str | None, str | None]:
+    """The (company, year) a context comes from, by the corpus's metadata."""
+    names, years = corpus.metadata_column("company_name"), corpus.metadata_column("report_year")
+    return names[position], years[position]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run")
+    parser.add_argument("--method", default="bm25_meta")
+    parser.add_argument("--data", default=None)
+    args = parser.parse_args()
+    questions = load_questions(args.data)
+    corpora = build_corpora(questions)
+    gold_of = dict(zip(questions.table.column("id").to_pylist(), questions.table.column("context_id").to_pylist(),
+                       strict=True))  # fmt: skip
+    records = read_records(args.run)
+    records = records.filter(pc.and_(pc.equal(records.column("method"), args.method),
+                                     pc.is_valid(records.column("gold_rank"))))  # fmt: skip
+    by_subset: dict[str, Counter] = {}
+    for r in records.to_pylist():
+        counts = by_subset.setdefault(r["subset"], Counter())
+        counts["questions"] += 1
+        if r["gold_rank"] == 1:
+            continue
+        counts["missed"] += 1
+        if r["gold_rank"] == 0:
+            counts["gold outside the top 10"] += 1
+        corpus = corpora[r["subset"]]
+        first = report_of(corpus, corpus.positions[r["context_ids"][0]])
+        gold = report_of(corpus, corpus.positions[gold_of[r["id"]]])
+        same_company = first[0] is not None and first[0] == gold[0]
+        kind = KINDS[0] if same_company and first[1] == gold[1] else KINDS[1] if same_company else KINDS[2]
+        counts[kind] += 1
+    print(f"{args.method}: what was ranked first where the gold was not ({args.run})")
+    print("| subset | questions | not first | " + " | ".join(KINDS) + " | gold outside the top 10 |")
+    print("|---|--:|--:|" + "--:|" * (len(KINDS) + 1))
+    total = sum(by_subset.values(), Counter())
+    for name, c in [*sorted(by_subset.items()), ("all", total)]:
+        cells = [c["questions"], c["missed"], *(c[k] for k in KINDS), c["gold outside the top 10"]]
+        print(f"| {name} | " + " | ".join(f"{v:,}" for v in cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The authors' remaining methods (hyde_reranker, self_rag, crag) on the bundled sample with the packaged SmolLM2:
+a ranking and an answer for every sampled question, their extra generations planned, and a rerun that computes
+nothing again."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from t2rag.config import load_config
+from t2rag.pipeline.local import run_local
+from t2rag.pipeline.plan import plan_work
+from t2rag.pipeline.records import read_records
+from t2rag.resources import Resources
+from t2rag.workload import measure_workload
+
+pytestmark = [pytest.mark.slow, pytest.mark.llm]
+METHODS = ["hyde_reranker", "self_rag", "crag"]
+SAMPLE = 2  # questions per subset
+
+
+def test_the_authors_remaining_methods_rank_and_answer_every_sampled_question(minilm_reranker, tmp_path):
+    config = load_config(None, {
+        "methods": METHODS, "limit": SAMPLE, "seed": 5, "out": str(tmp_path / "run"),
+        "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 32}},
+        "retrieval": {"reranker": minilm_reranker},
+        "prompts": {"max_context_chars": 400, "hyde_max_tokens": 32, "grade_max_tokens": 16},
+    })  # fmt: skip
+    resources = Resources(config)
+    work = plan_work(config, resources.questions)
+    planned = measure_workload(config, resources, work, answer_tokens=32)
+    for cell in planned.methods:  # one HyDE document or one grade per sampled question, before its answer
+        assert cell.pre_answer.prompts == cell.answers.prompts == SAMPLE, cell.method
+        assert cell.pre_answer.output_tokens == SAMPLE * (32 if cell.method == "hyde_reranker" else 16)
+
+    summary = run_local(config)
+    records = read_records(config.out)
+    subsets = resources.questions.subsets
+    for method in METHODS:
+        rows = records.filter(pc.equal(records.column("method"), method)).to_pylist()
+        assert len(rows) == SAMPLE * len(subsets), method  # these methods rank the generation sample alone
+        assert all(r["context_ids"] and r["gold_rank"] is not None for r in rows), method
+        assert all(r["raw_output"] and r["generation_error"] is None for r in rows), method
+        assert summary["methods"][method]["weighted"]["generated"] == SAMPLE * len(subsets)
+    graded = records.filter(pc.is_in(records.column("method"), pa.array(["self_rag", "crag"]))).to_pylist()
+    assert all(r["reader_ids"] is None or set(r["reader_ids"]) <= set(r["context_ids"]) for r in graded)
+    reranked = records.filter(pc.equal(records.column("method"), "hyde_reranker")).to_pylist()
+    assert all(len(r["context_ids"]) == 3 * 3 for r in reranked)  # its pool of 3k, reordered by the cross-encoder
+
+    again = run_local(config)  # resumable: every (method, question) has its record
+    assert again["methods"] == summary["methods"] and read_records(config.out).num_rows == records.num_rows
