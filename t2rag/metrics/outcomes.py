@@ -37,16 +37,18 @@ def gold_read(records: pa.Table, k: int, reads: Mapping[str, str]) -> np.ndarray
     read = (kind == "gold") | ((kind != "none") & (ranks >= 1) & (ranks <= k))
     if "reader_ids" not in records.column_names:
         return read
-    # Where a grade chose what the generator read (t2rag.stages.grade), the gold was read when it was chosen.
-    chosen = records.column("reader_ids").to_pylist()
-    ranked = records.column("context_ids").to_pylist()
-    return np.asarray(
-        [
-            was if picked is None else bool(rank >= 1 and ids[rank - 1] in picked)
-            for was, picked, ids, rank in zip(read, chosen, ranked, ranks.tolist(), strict=True)
-        ],
-        dtype=bool,
-    )
+    # Where a grade chose what the generator read (t2rag.stages.grade), the gold was read when it was chosen; only
+    # those rows (null `reader_ids` elsewhere) are looked at one by one.
+    graded = np.flatnonzero(pc.is_valid(records.column("reader_ids")).to_numpy(zero_copy_only=False))
+    if graded.size:
+        rows = pa.array(graded)
+        chosen = records.column("reader_ids").take(rows).to_pylist()
+        ranked = records.column("context_ids").take(rows).to_pylist()
+        read[graded] = [
+            bool(rank >= 1 and ids[rank - 1] in picked)
+            for picked, ids, rank in zip(chosen, ranked, ranks[graded].tolist(), strict=True)
+        ]
+    return read
 
 
 def outcomes(records: pa.Table, k: int, reads: Mapping[str, str]) -> pa.Array:
