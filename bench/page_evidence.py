@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import re
 
 import numpy as np
+from scipy import sparse
 
 from t2rag.config import load_config
 from t2rag.fusion_fit import gold_rank, subset_parts
@@ -56,35 +56,46 @@ def _words(text: str) -> list[str]:
     return [w for w in WORD.findall(text) if w not in STOP]
 
 
-def _idf(sets: list[set[str]]) -> dict[str, float]:
-    df: dict[str, int] = {}
-    for s in sets:
-        for w in s:
-            df[w] = df.get(w, 0) + 1
-    return {w: math.log((len(sets) + 1) / (c + 0.5)) for w, c in df.items()}
+def _incidence(sets: list[set], vocab: dict) -> sparse.csr_matrix:
+    """One row per set, a 1 in the column of each of its members that the vocabulary holds."""
+    rows = [(i, vocab[x]) for i, members in enumerate(sets) for x in members if x in vocab]
+    r, c = zip(*rows, strict=True) if rows else ((), ())
+    return sparse.csr_matrix((np.ones(len(rows), np.float32), (r, c)), shape=(len(sets), len(vocab)))
+
+
+def _overlap(asked: list[set], held: list[set], weighted: bool) -> np.ndarray:
+    """(questions x contexts): the share of each question's items a context holds, by idf over the contexts when
+    `weighted` (items no context holds count for nothing), else by count."""
+    vocab = {x: i for i, x in enumerate(sorted({x for members in held for x in members}, key=str))}
+    docs, asks = _incidence(held, vocab), _incidence(asked, vocab)
+    if weighted:
+        df = np.asarray(docs.sum(axis=0)).ravel()
+        asks = asks.multiply(np.log((len(held) + 1) / (df + 0.5))).tocsr()
+        total = np.asarray(asks.sum(axis=1)).ravel()
+    else:
+        total = np.array([len(members) for members in asked], np.float32)
+    return np.asarray((asks @ docs.T).todense(), np.float32) / np.maximum(total, 1e-9)[:, None] * (total > 0)[:, None]
 
 
 def evidence(questions: list[str], texts: list[str]) -> dict[str, np.ndarray]:
     """Every evidence score, (questions x contexts)."""
     tables = [table_cells(t) for t in texts]
-    label_words = [set(_words(" ".join(labels))) for labels, _ in tables]
-    label_pairs = [{p for label in labels for p in itertools.pairwise(_words(label))} for labels, _ in tables]
-    header_words = [set(_words(" ".join(headers))) for _, headers in tables]
-    header_years = [set(YEAR.findall(" ".join(headers))) for _, headers in tables]
-    label_idf, header_idf = _idf(label_words), _idf(header_words)
-    out = {name: np.zeros((len(questions), len(texts)), np.float32) for name in GRID}
-    for i, question in enumerate(q.lower() for q in questions):
-        words = set(_words(question))
-        pairs = set(itertools.pairwise(_words(question)))
-        years = set(YEAR.findall(question))
-        in_labels = sum(label_idf.get(w, 0.0) for w in words) or 1.0
-        in_headers = sum(header_idf.get(w, 0.0) for w in words) or 1.0
-        for j in range(len(texts)):
-            out["rows"][i, j] = sum(label_idf[w] for w in words & label_words[j]) / in_labels
-            out["pairs"][i, j] = len(pairs & label_pairs[j]) / max(len(pairs), 1)
-            out["headers"][i, j] = sum(header_idf[w] for w in words & header_words[j]) / in_headers
-            out["years"][i, j] = len(years & header_years[j]) / len(years) if years else 0.0
-    return out
+    lowered = [q.lower() for q in questions]
+    words = [set(_words(q)) for q in lowered]
+    return {
+        "rows": _overlap(words, [set(_words(" ".join(labels))) for labels, _ in tables], weighted=True),
+        "pairs": _overlap(
+            [set(itertools.pairwise(_words(q))) for q in lowered],
+            [{p for label in labels for p in itertools.pairwise(_words(label))} for labels, _ in tables],
+            weighted=False,
+        ),
+        "headers": _overlap(words, [set(_words(" ".join(headers))) for _, headers in tables], weighted=True),
+        "years": _overlap(
+            [set(YEAR.findall(q)) for q in lowered],
+            [set(YEAR.findall(" ".join(headers))) for _, headers in tables],
+            weighted=False,
+        ),
+    }
 
 
 def main() -> None:
