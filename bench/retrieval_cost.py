@@ -24,7 +24,7 @@ from t2rag.methods import get_method
 from t2rag.retrieval import QueryBlock, RetrievalConfig, build_retriever
 from t2rag.retrieval.embedder import EmbedderConfig, make_embedder
 
-METHODS = "bm25,bm25_numeric,bm25_meta,chunked,hybrid_chunked,hybrid_meta"
+METHODS = "bm25,bm25_numeric,bm25_meta,bm25_page,chunked,hybrid_chunked,hybrid_meta"
 
 
 def best_of(runs: int, fn) -> tuple[float, object]:

@@ -297,7 +297,8 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
         weights = ", ".join(f"{c} {w:g}" for c, w in r.weights.model_dump().items() if w)
         print(
             f"{r.method}: {weights}; MRR@3 {r.mrr_at_3} on {r.questions} dev questions "
-            f"(held-out halves {r.held_out_mrr_at_3}), Recall@5 {r.recall_at_5}, cost {r.cost_vs_bm25}x BM25"
+            f"(held-out halves {r.held_out_mrr_at_3}), Recall@1 {r.recall_at_1} (held-out {r.held_out_recall_at_1}), "
+            f"Recall@5 {r.recall_at_5}, cost {r.cost_vs_bm25}x BM25"
         )
     budget = f" within {args.max_cost:g}x BM25's cost" if args.max_cost else ""
     print(f"best{budget}: {best.method}" + (f"; wrote {args.write}" if args.write else ""))
@@ -411,9 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--config", default=None, help="YAML run config whose retrieval settings to use")
     add_data_args(fit)
     fit.set_defaults(split="dev")
-    fit.add_argument(
-        "--methods", type=_csv, default=["bm25_meta", "hybrid_chunked", "hybrid_meta"], help="fused methods to fit"
-    )
+    fit.add_argument("--methods", type=_csv, default=None, help="fused methods to fit (default: every fused method)")
     fit.add_argument("--write", default=None, help="write a retrieval-only run config of the best fit here")
     fit.add_argument(
         "--max-cost",

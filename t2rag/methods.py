@@ -108,6 +108,12 @@ METHODS: dict[str, Method] = {
         Method("bm25_numeric", "BM25 over numeric- and table-aware tokens", retriever="bm25_numeric", stages=LEXICAL),
         Method("chunked", "dense over overlapping chunks, max-pooled per context", retriever="chunked", stages=DENSE),
         Method("bm25_meta", "numeric BM25 fused with the metadata prior", retriever="bm25_meta", stages=LEXICAL),
+        Method(
+            "bm25_page",
+            "bm25_meta fused with page evidence (table row labels, phrases, figures)",
+            retriever="bm25_page",
+            stages=LEXICAL,
+        ),
         Method("hybrid_chunked", "numeric BM25 fused with chunked dense", retriever="hybrid_chunked", stages=DENSE),
         Method(
             "hybrid_meta",
@@ -130,10 +136,10 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             "crag",
-            "dense top-k graded by the generator; none relevant: bm25_meta ranks again (Corrective RAG)",
+            "dense top-k graded by the generator; none relevant: bm25_page ranks again (Corrective RAG)",
             retriever="base",
             stages=(*DENSE, *GRADE, "corrective_retrieve"),
-            fallback="bm25_meta",
+            fallback="bm25_page",
         ),
     ]
 }

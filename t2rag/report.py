@@ -30,7 +30,7 @@ from t2rag.findings import (
     number_match_plot,
     outcome_table,
 )
-from t2rag.methods import PAPER_METHODS
+from t2rag.methods import METHODS, PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL, ordered_subsets
 from t2rag.pipeline.manifest import read_json
@@ -50,9 +50,11 @@ from t2rag.tables import markdown_table, method_columns
 
 
 def ordered_methods(methods: list[str]) -> list[str]:
-    """The paper's methods in its order, then the others in theirs."""
-    known = [m for m in PAPER_METHODS if m in methods]
-    return known + [m for m in methods if m not in known]
+    """The paper's methods in its order, then the other registered ones in the registry's, then any others as given:
+    the same order whatever order the records were read in (which pairs a report tests, and which way round)."""
+    paper = [m for m in PAPER_METHODS if m in methods]
+    registered = [m for m in METHODS if m in methods and m not in paper]
+    return paper + registered + [m for m in methods if m not in paper and m not in registered]
 
 
 #: Table 3's column names for the metric keys.
@@ -160,18 +162,19 @@ def retrieval_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[ob
 
 
 #: The retrieval ablation: each method with the components it has on (lexical, numeric tokens, metadata prior,
-#: dense, chunked dense), from plain BM25 to everything fused.
+#: page evidence, dense, chunked dense), from plain BM25 to everything fused.
 ABLATION_LADDER: dict[str, tuple[str, ...]] = {
     "bm25": ("lexical",),
     "bm25_numeric": ("lexical", "numeric"),
     "bm25_meta": ("lexical", "numeric", "metadata"),
+    "bm25_page": ("lexical", "numeric", "metadata", "page"),
     "base": ("dense",),
     "chunked": ("dense", "chunks"),
     "hybrid_bm25": ("lexical", "dense"),
     "hybrid_chunked": ("lexical", "numeric", "dense", "chunks"),
     "hybrid_meta": ("lexical", "numeric", "metadata", "dense", "chunks"),
 }
-ABLATION_COMPONENTS = ("lexical", "numeric", "metadata", "dense", "chunks")
+ABLATION_COMPONENTS = ("lexical", "numeric", "metadata", "page", "dense", "chunks")
 ABLATION_METRICS = ("mrr@3", "recall@1", "recall@3", "recall@5")
 
 

@@ -126,3 +126,15 @@ def test_report_prints_the_paper_beside_a_real_run(capsys, tmp_path) -> None:
                                           and r["subset"].startswith("W. Avg"))["paper Llama 3.3 70B"])  # fmt: skip
     assert "- mrr@3: base vs bm25: " in out or "- mrr@3: bm25 vs base: " in out  # a real lead
     assert len(out.splitlines()) < 40 and "paper_comparison.md" in out
+
+
+def test_methods_come_in_one_order_whatever_order_the_records_were_read_in() -> None:
+    """Which pairs a report tests, and which way round, must not depend on the order of the record files."""
+    import itertools
+
+    from t2rag.report import ordered_methods
+
+    expected = ["oracle", "hybrid_bm25", "bm25", "bm25_meta", "bm25_page"]
+    for order in itertools.permutations(expected):
+        assert ordered_methods(list(order)) == expected
+    assert ordered_methods(["mine", "bm25", "oracle"]) == ["oracle", "bm25", "mine"]  # unregistered ones last

@@ -1,10 +1,12 @@
-"""Weighted fusion of text scores with the metadata prior: BM25, dense (chunked or not), company and year match.
+"""Weighted fusion of text scores with the metadata prior and page evidence: BM25, dense (chunked or not), company
+and year match, and what a page's table and text name.
 
 Every component is a (questions x documents) matrix in [0, 1]:
 - `lexical`: BM25 divided by the question's best BM25 score;
 - `dense`: the dense top-`dense_candidates` list min-max scaled (its last context gets 0, as do contexts outside
   it);
-- `company`, `year`, `year_before`: the metadata prior's features (`t2rag.retrieval.metadata_prior`).
+- `company`, `year`, `year_before`: the metadata prior's features (`t2rag.retrieval.metadata_prior`);
+- `row_words`, `line_item`, `phrases`, `numbers`: page evidence (`t2rag.retrieval.page_evidence`).
 
 A context's score is the weighted sum; ties fall to corpus order. The
 weights are fitted on a dev split by `t2rag fit-fusion` (`t2rag.fusion_fit`) and written into a config; a component
@@ -15,7 +17,6 @@ score matrices stay within `FUSION_BYTES`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -25,9 +26,10 @@ from t2rag.retrieval.base import DensePassages, Hits, IndexedMixin, QueryBlock, 
 from t2rag.retrieval.bm25 import BM25Retriever
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.metadata_prior import FEATURES, MetadataColumns, MetadataPrior
+from t2rag.retrieval.page_evidence import PAGE_FEATURES, PageEvidence
 from t2rag.retrieval.ranking import top_n
 
-COMPONENTS: tuple[str, ...] = ("lexical", "dense", *FEATURES)
+COMPONENTS: tuple[str, ...] = ("lexical", "dense", *FEATURES, *PAGE_FEATURES)
 #: Score memory a search holds at once, and what one (question, document) pair takes of it: every component, the
 #: fused float64 score and the selection's temporaries.
 FUSION_BYTES = 512 << 20
@@ -44,6 +46,10 @@ class FusionWeights(BaseModel):
     company: float = Field(0.0, ge=0)
     year: float = Field(0.0, ge=0)
     year_before: float = Field(0.0, ge=0)
+    row_words: float = Field(0.0, ge=0)
+    line_item: float = Field(0.0, ge=0)
+    phrases: float = Field(0.0, ge=0)
+    numbers: float = Field(0.0, ge=0)
 
     def used(self) -> tuple[str, ...]:
         return tuple(c for c in COMPONENTS if getattr(self, c) > 0)
@@ -52,16 +58,27 @@ class FusionWeights(BaseModel):
 #: The fused retrievers and the components each one fuses.
 FUSED_COMPONENTS: dict[str, tuple[str, ...]] = {
     "bm25_meta": ("lexical", *FEATURES),
+    "bm25_page": ("lexical", *FEATURES, *PAGE_FEATURES),
     "hybrid_chunked": ("lexical", "dense"),
-    "hybrid_meta": COMPONENTS,
+    "hybrid_meta": ("lexical", "dense", *FEATURES),
 }
 
 #: The fused retrievers' weights, as `t2rag fit-fusion` fitted them on the bundled dev sample (see
 #: configs/best_retrieval.yaml for the command); a config's `retrieval.fusion.weights` replaces them.
 FITTED_WEIGHTS: dict[str, FusionWeights] = {
-    "bm25_meta": FusionWeights(lexical=1.0, company=0.4, year=0.2, year_before=0.025),
-    "hybrid_chunked": FusionWeights(lexical=1.0, dense=0.2),
-    "hybrid_meta": FusionWeights(lexical=1.0, dense=0.3, company=0.6, year=0.3, year_before=0.1),
+    "bm25_meta": FusionWeights(lexical=1.0, company=0.585, year=0.237, year_before=0.101),
+    "bm25_page": FusionWeights(
+        lexical=1.0,
+        company=1.032,
+        year=0.453,
+        year_before=0.165,
+        row_words=0.248,
+        line_item=0.407,
+        phrases=0.991,
+        numbers=0.389,
+    ),
+    "hybrid_chunked": FusionWeights(lexical=1.0, dense=0.309),
+    "hybrid_meta": FusionWeights(lexical=1.0, dense=0.466, company=0.829, year=0.347, year_before=0.131),
 }
 
 
@@ -109,6 +126,8 @@ class FusedRetriever(IndexedMixin, Retriever):
         self.dense_candidates = dense_candidates
         self.needs_query_vectors = self.dense is not None
         self.prior: MetadataPrior | None = None
+        self.page_weights = {f: getattr(weights, f) for f in PAGE_FEATURES}
+        self.page: PageEvidence | None = None
 
     def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         self._corpus = corpus
@@ -118,6 +137,8 @@ class FusedRetriever(IndexedMixin, Retriever):
             self.dense.index(corpus, vectors)
         if self.metadata is not None:
             self.prior = MetadataPrior(corpus, self.metadata)
+        if any(self.page_weights.values()):
+            self.page = PageEvidence(corpus.texts)
 
     def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
         return self.dense.dense_passages(corpus) if self.dense is not None else []
@@ -137,6 +158,8 @@ class FusedRetriever(IndexedMixin, Retriever):
             self._add_dense(out["dense"], block, 1.0)
         if self.prior is not None:
             out.update(self.prior.features(block.texts))
+        if self.page is not None:
+            out.update(self.page.features(block.texts))
         return out
 
     def fused_scores(self, queries: Sequence[str] | QueryBlock) -> np.ndarray:
@@ -152,6 +175,8 @@ class FusedRetriever(IndexedMixin, Retriever):
             self._add_dense(fused, block, w.dense)
         if self.prior is not None:
             fused += self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES})
+        if self.page is not None:
+            fused += self.page.weighted(block.texts, self.page_weights)
         return fused
 
     def _lexical(self, block: QueryBlock) -> np.ndarray:
@@ -167,17 +192,15 @@ class FusedRetriever(IndexedMixin, Retriever):
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
         """Fused top results (ties: corpus order), a few questions at a time so memory stays within FUSION_BYTES at
-        any corpus size; without a dense component (whose model and table calls stay on one thread) the blocks run
-        in two threads."""
+        any corpus size. The blocks run one after another: most of a block's time is Python holding the GIL (a
+        second thread made the bm25_meta and bm25_page searches 1.4-1.8x slower on 2 cores)."""
         block = as_block(queries)
         n = result_depth(k, depth)
         step = max(1, FUSION_BYTES // (BYTES_PER_SCORE * max(len(self.corpus), 1)))
-        step = min(step, max(1, -(-len(block) // 2)))  # at least two blocks for two threads
         spans = [block.slice(s, s + step) for s in range(0, len(block), step)]
         if not spans:
             return Hits(np.zeros((0, n), np.int64), np.zeros((0, n)))
-        with ThreadPoolExecutor(max_workers=1 if self.dense else 2, thread_name_prefix="fusion") as pool:
-            parts = list(pool.map(lambda span: Hits(*top_n(self.fused_scores(span), n)), spans))
+        parts = [Hits(*top_n(self.fused_scores(span), n)) for span in spans]
         return Hits(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from t2rag.data import build_corpora, load_questions
 from t2rag.retrieval import fused
@@ -17,16 +18,18 @@ def test_scaled_list_min_max_within_each_list() -> None:
     assert fused.scaled_list(hits)[1, 0] == 0.0
 
 
-def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch) -> None:
+@pytest.mark.parametrize("name", ["bm25_meta", "bm25_page"])
+def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> None:
     questions = load_questions(None)
     corpus = build_corpora(questions)["TAT-DQA"]
     texts = questions.subset("TAT-DQA").table.column("question").to_pylist()[:300]
-    retriever = build_retriever("bm25_meta", RetrievalConfig())
+    retriever = build_retriever(name, RetrievalConfig())
     retriever.index(corpus)
     whole = retriever.search(texts, 3)
     parts = retriever.components(texts)
     weights = retriever.weights
-    expected = sum(getattr(weights, name) * values.astype(np.float64) for name, values in parts.items())
+    assert set(parts) == set(weights.used())
+    expected = sum(getattr(weights, c) * values.astype(np.float64) for c, values in parts.items())
     np.testing.assert_allclose(retriever.fused_scores(texts), expected, atol=1e-6)
     indices, _ = top_n(expected, MIN_DEPTH)
     np.testing.assert_array_equal(whole.indices, indices)
