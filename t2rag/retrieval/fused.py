@@ -126,7 +126,6 @@ class FusedRetriever(IndexedMixin, Retriever):
         self.dense_candidates = dense_candidates
         self.needs_query_vectors = self.dense is not None
         self.prior: MetadataPrior | None = None
-        self.page_weights = {f: getattr(weights, f) for f in PAGE_FEATURES}
         self.page: PageEvidence | None = None
 
     def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
@@ -137,7 +136,7 @@ class FusedRetriever(IndexedMixin, Retriever):
             self.dense.index(corpus, vectors)
         if self.metadata is not None:
             self.prior = MetadataPrior(corpus, self.metadata)
-        if any(self.page_weights.values()):
+        if any(getattr(self.weights, f) > 0 for f in PAGE_FEATURES):
             self.page = PageEvidence(corpus.texts)
 
     def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
@@ -176,7 +175,7 @@ class FusedRetriever(IndexedMixin, Retriever):
         if self.prior is not None:
             fused += self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES})
         if self.page is not None:
-            fused += self.page.weighted(block.texts, self.page_weights)
+            fused += self.page.weighted(block.texts, {f: getattr(w, f) for f in PAGE_FEATURES})
         return fused
 
     def _lexical(self, block: QueryBlock) -> np.ndarray:

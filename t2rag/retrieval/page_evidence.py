@@ -228,12 +228,10 @@ class PageEvidence:
         named = (in_labels @ self.label_terms.T).tocoo()  # matched mass per (question, label)
         whole = named.data >= self.label_mass[named.col] * (1 - 1e-5)  # float32 sums in another order
         q, label = named.row[whole].astype(np.int64), named.col[whole]
-        cell, mass = q * self.n_docs + self.label_doc[label], self.label_mass[label]
-        order = np.argsort(cell, kind="stable")
-        cell, mass = cell[order], mass[order]
-        starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]]) if len(cell) else np.zeros(0, np.int64)
-        cell, mass = cell[starts], np.maximum.reduceat(mass, starts) if len(cell) else mass  # per (question, context)
-        rows, cols = np.divmod(cell, self.n_docs)
+        cells, at = np.unique(q * self.n_docs + self.label_doc[label], return_inverse=True)
+        mass = np.zeros(len(cells), np.float32)
+        np.maximum.at(mass, at, self.label_mass[label])  # a context's largest label the question names whole
+        rows, cols = np.divmod(cells, self.n_docs)
         best = np.zeros(n, np.float32)
         np.maximum.at(best, rows, mass)
         scaled = mass / np.where(best[rows] > 0, best[rows], 1.0)
