@@ -12,7 +12,7 @@ import argparse
 from t2rag.config import load_config
 from t2rag.fusion_fit import fit_weights, held_out, score_weights, subset_parts
 from t2rag.resources import Resources
-from t2rag.retrieval.fused import FUSED_COMPONENTS
+from t2rag.retrieval.fused import FUSED_METHODS
 from t2rag.retrieval.page_evidence import PAGE_FEATURES
 
 
@@ -23,8 +23,8 @@ def main() -> None:
     config = load_config(None, {"methods": ["bm25_page"], "data": {"source": args.data, "split": "dev"}})
     resources = Resources(config)
     parts = [subset_parts(resources, "bm25_page", s) for s in resources.questions.subsets]
-    everything = FUSED_COMPONENTS["bm25_page"]
-    rows = [("bm25_meta's components", FUSED_COMPONENTS["bm25_meta"])]
+    everything = FUSED_METHODS["bm25_page"].components
+    rows = [("bm25_meta's components", FUSED_METHODS["bm25_meta"].components)]
     rows += [(f"bm25_page without {f}", tuple(c for c in everything if c != f)) for f in PAGE_FEATURES]
     rows += [("bm25_page", everything)]
     print("| components | MRR@3 | R@1 | held-out MRR@3 | held-out R@1 |\n|---|--:|--:|--:|--:|")

@@ -1,20 +1,32 @@
-"""Retrieval cost per question of each method against plain BM25, on the same corpus, in one process.
+"""Retrieval cost per question of each method against plain BM25, on the same corpus, and its peak memory.
 
     python bench/retrieval_cost.py                                   # the bundled dev sample, all-MiniLM-L6-v2
-    python bench/retrieval_cost.py --distractors 10000 --embedder hashing   # + synthetic contexts (timing only)
+    python bench/retrieval_cost.py --distractors 10000 --embedder hashing --methods bm25,bm25_focus
+    python bench/retrieval_cost.py --distractors 100000 --embedder hashing --methods bm25,bm25_focus --memory
 
-Every retriever is indexed first (reusing cached tables; index time is not a per-question cost), then all of a
-subset's questions are searched as one block, twice, the faster run counting. Reported per method: milliseconds
+Time: every retriever is indexed first (reusing cached tables; index time is not a per-question cost), then each
+subset's questions are searched as one block, `--rounds` times, the methods taking turns in every round so that a
+busy spell of the machine falls on all of them alike; the median round counts. Reported per method: milliseconds
 per question for embedding the questions (dense methods; on a GPU actor pool this is what a cluster pays per
-question), for the search itself, and both together, each as a ratio to BM25's. `--embedder hashing` replaces the
-model by the deterministic hashing embedder, for corpora too large to embed on a CPU: its figures say what the
-search costs, not what a real model's embedding would.
+question), for the search itself, and both together, each as a ratio to BM25's.
+
+Memory (`--memory`): each (method, subset) runs again in a fresh process that builds the corpus, resets the
+kernel's peak-RSS mark, then indexes and searches: its peak resident memory above what the corpus alone held is the
+method's, reported with its ratio to BM25's (the larger subset counts).
+
+`--embedder hashing` replaces the model by the deterministic hashing embedder, for corpora too large to embed on a
+CPU: its figures say what the search costs, not what a real model's embedding would. `--distractors N` adds N
+synthetic contexts (resampled real tokens, no metadata) to every subset's corpus.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -24,61 +36,59 @@ from t2rag.methods import get_method
 from t2rag.retrieval import QueryBlock, RetrievalConfig, build_retriever
 from t2rag.retrieval.embedder import EmbedderConfig, make_embedder
 
-METHODS = "bm25,bm25_numeric,bm25_meta,bm25_page,chunked,hybrid_chunked,hybrid_meta"
+METHODS = "bm25,bm25_numeric,bm25_meta,bm25_page,bm25_focus,chunked,hybrid_chunked,hybrid_meta"
 
 
-def best_of(runs: int, fn) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(runs):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=None)
-    parser.add_argument("--methods", default=METHODS)
-    parser.add_argument("--distractors", type=int, default=0, help="synthetic contexts added to every corpus")
-    parser.add_argument("--embedder", default="all-MiniLM-L6-v2")
-    parser.add_argument("--index-uri", default=None, help="LanceDB location (default: the t2rag cache)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    methods = args.methods.split(",")
-    questions = load_questions(args.data)
+def corpora_and_questions(data: str | None, distractors: int) -> tuple[dict, dict[str, list[str]]]:
+    questions = load_questions(data)
     corpora = build_corpora(questions)
-    if args.distractors:
-        extra = synthetic_contexts(args.distractors)
+    if distractors:
+        extra = synthetic_contexts(distractors)
         corpora = {name: extend(c, extra) for name, c in corpora.items()}
+    asked = {s: questions.subset(s).scored().column("question").to_pylist() for s in corpora}
+    return corpora, asked
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def timings(args, methods: list[str]) -> dict:
+    """Embedding and search seconds per method over every subset: medians of alternating rounds."""
+    corpora, asked = corpora_and_questions(args.data, args.distractors)
     index_uri = args.index_uri or (tempfile.mkdtemp() if args.distractors else None)
     config = RetrievalConfig(embedder=EmbedderConfig(model=args.embedder), index_uri=index_uri)
     embedder = make_embedder(config.embedder)
     rows: dict[str, dict] = {m: {"embed_s": 0.0, "search_s": 0.0} for m in methods}
-    n_questions = 0
     for subset, corpus in corpora.items():
-        texts = questions.subset(subset).scored().column("question").to_pylist()
-        n_questions += len(texts)
-        vectors, seconds = None, 0.0
+        texts = asked[subset]
+        vectors, embed_s = None, 0.0
+        blocks = {}
         for method in methods:
             retriever = build_retriever(get_method(method).retriever, config)
             retriever.index(corpus)
-            block = QueryBlock(texts)
+            if retriever.needs_query_vectors and vectors is None:  # embedded once per subset, for every dense method
+                embedder.embed_queries(texts[:32])  # warm-up
+                runs = [timed(lambda t=texts: embedder.embed_queries(t)) for _ in range(args.rounds)]
+                embed_s = statistics.median(runs)
+                vectors = embedder.embed_queries(texts)
             if retriever.needs_query_vectors:
-                if vectors is None:
-                    embedder.embed_queries(texts[:32])  # warm-up
-                    seconds, vectors = best_of(2, lambda t=texts: embedder.embed_queries(t))
-                rows[method]["embed_s"] += seconds
-                block.vectors = vectors
-            retriever.search(QueryBlock(texts[:8], None if vectors is None else vectors[:8]), 3)  # warm-up
-            rows[method]["search_s"] += best_of(2, lambda r=retriever, b=block: r.search(b, 3))[0]
+                rows[method]["embed_s"] += embed_s
+            block = QueryBlock(texts, vectors if retriever.needs_query_vectors else None)
+            retriever.search(QueryBlock(texts[:8], None if block.vectors is None else block.vectors[:8]), 3)
+            blocks[method] = (retriever, block)
+        runs: dict[str, list[float]] = {m: [] for m in methods}
+        for _ in range(args.rounds):
+            for method, (retriever, block) in blocks.items():
+                runs[method].append(timed(lambda r=retriever, b=block: r.search(b, 3)))
+        for method in methods:
+            rows[method]["search_s"] += statistics.median(runs[method])
+        del blocks
+    n_questions = sum(len(t) for t in asked.values())
+    out = {"questions": n_questions, "documents": {s: len(c) for s, c in corpora.items()}, "methods": {}}
     base = rows.get("bm25")
-    out = {
-        "questions": n_questions,
-        "documents": {s: len(c) for s, c in corpora.items()},
-        "embedder": args.embedder,
-        "methods": {},
-    }
     for method, r in rows.items():
         total = r["embed_s"] + r["search_s"]
         entry = {
@@ -90,16 +100,92 @@ def main() -> None:
             entry["search_vs_bm25"] = round(r["search_s"] / base["search_s"], 2)
             entry["total_vs_bm25"] = round(total / (base["embed_s"] + base["search_s"]), 2)
         out["methods"][method] = entry
+    return out
+
+
+def _rss_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+
+def one_peak(args) -> dict:
+    """In this process: the corpus of one subset, then one method's index and search; its peak above the corpus."""
+    corpora, asked = corpora_and_questions(args.data, args.distractors)
+    corpus, texts = corpora[args.subset], asked[args.subset]
+    corpora = None
+    index_uri = args.index_uri or tempfile.mkdtemp()
+    config = RetrievalConfig(embedder=EmbedderConfig(model=args.embedder), index_uri=index_uri)
+    retriever = build_retriever(get_method(args.peak_of).retriever, config)
+    vectors = make_embedder(config.embedder).embed_queries(texts) if retriever.needs_query_vectors else None
+    held = _rss_kb("VmRSS:")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the peak RSS mark (VmHWM) restarts from here
+    index_s = timed(lambda: retriever.index(corpus))
+    retriever.search(QueryBlock(texts, vectors), 3)
+    peak = _rss_kb("VmHWM:")
+    return {
+        "held_mb": round(held / 1024, 1),
+        "peak_above_mb": round((peak - held) / 1024, 1),
+        "index_s": round(index_s, 1),
+    }
+
+
+def peaks(args, methods: list[str]) -> dict:
+    """Each (method, subset) in a fresh process; per method the larger subset's peak above its corpus."""
+    out: dict[str, dict] = {}
+    for method in methods:
+        for subset in ("FinQA", "TAT-DQA"):
+            command = [sys.executable, __file__, "--peak-of", method, "--subset", subset, "--embedder", args.embedder,
+                       "--distractors", str(args.distractors)]  # fmt: skip
+            if args.data:
+                command += ["--data", args.data]
+            done = subprocess.run(command, capture_output=True, text=True, check=True, env=dict(os.environ))
+            cell = json.loads(done.stdout.strip().splitlines()[-1])
+            if method not in out or cell["peak_above_mb"] > out[method]["peak_above_mb"]:
+                out[method] = {**cell, "subset": subset}
+    base = out.get("bm25")
+    for cell in out.values():
+        if base:
+            cell["peak_vs_bm25"] = round(cell["peak_above_mb"] / max(base["peak_above_mb"], 1e-9), 2)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--methods", default=METHODS)
+    parser.add_argument("--distractors", type=int, default=0, help="synthetic contexts added to every corpus")
+    parser.add_argument("--embedder", default="all-MiniLM-L6-v2")
+    parser.add_argument("--index-uri", default=None, help="LanceDB location (default: the t2rag cache)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timed rounds; the median counts")
+    parser.add_argument("--memory", action="store_true", help="also each method's peak memory, in fresh processes")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--peak-of", default=None, help=argparse.SUPPRESS)  # the child of --memory
+    parser.add_argument("--subset", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.peak_of:
+        print(json.dumps(one_peak(args)))
+        return
+    methods = args.methods.split(",")
+    out = timings(args, methods)
+    out["embedder"], out["rounds"] = args.embedder, args.rounds
+    if args.memory:
+        out["peak_memory"] = peaks(args, methods)
     if args.json:
         print(json.dumps(out))
         return
-    print(f"{n_questions} questions, documents per subset {out['documents']}, embedder {args.embedder}")
+    print(f"{out['questions']} questions, documents per subset {out['documents']}, embedder {args.embedder}, "
+          f"medians of {args.rounds} alternating rounds")  # fmt: skip
     print(f"{'method':16} {'embed ms/q':>11} {'search ms/q':>12} {'total ms/q':>11} {'search/bm25':>12} total/bm25")
     for method, e in out["methods"].items():
         print(
             f"{method:16} {e['embed_ms']:11.3f} {e['search_ms']:12.3f} {e['total_ms']:11.3f} "
             f"{e.get('search_vs_bm25', float('nan')):12.2f} {e.get('total_vs_bm25', float('nan')):11.2f}"
         )
+    for method, cell in out.get("peak_memory", {}).items():
+        ratio = f", {cell['peak_vs_bm25']}x BM25's" if "peak_vs_bm25" in cell else ""
+        print(f"{method:16} peak above the corpus {cell['peak_above_mb']:,.0f} MB ({cell['subset']}, "
+              f"index {cell['index_s']} s){ratio}")  # fmt: skip
 
 
 if __name__ == "__main__":

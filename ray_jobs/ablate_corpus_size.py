@@ -36,7 +36,7 @@ from t2rag.config import RunConfig, load_config
 from t2rag.data.corpus import Corpus
 from t2rag.data.distractors import extend, load_distractors, synthetic_contexts
 from t2rag.methods import get_method
-from t2rag.metrics.retrieval import gold_ranks, mrr_at_k
+from t2rag.metrics.retrieval import gold_ranks, mrr_at_k, recall_at_k
 from t2rag.plots import plot_corpus_size
 from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
@@ -122,6 +122,7 @@ def run_cells(
                         "distractors": len(theirs),
                         "questions": len(questions),
                         "mrr@3": round(100 * mrr_at_k(ranks, 3), 4),
+                        "recall@1": round(100 * recall_at_k(ranks, 1), 4),
                         "index_s": round(indexed - start, 3),
                         "search_s": round(searched - indexed, 3),
                         "queries_per_s": round(len(questions) / max(searched - indexed, 1e-9), 1),
@@ -245,12 +246,15 @@ def _complete(done, subset: str, seed: int, sizes: list[int], methods: list[str]
 
 
 def _summary(cells):
-    """Mean and standard deviation of MRR@3 per (subset, method, size), with time and memory."""
+    """Mean and standard deviation of MRR@3 per (subset, method, size), mean Recall@1, with time and memory."""
+    if "recall@1" not in cells:  # cells written before Recall@1 was recorded
+        cells = cells.assign(**{"recall@1": float("nan")})
     return (
         cells.groupby(["subset", "method", "size"], sort=True)
         .agg(
             mrr3_mean=("mrr@3", "mean"),
             mrr3_std=("mrr@3", "std"),
+            recall1_mean=("recall@1", "mean"),
             documents=("documents", "mean"),
             questions=("questions", "mean"),
             index_s=("index_s", "mean"),

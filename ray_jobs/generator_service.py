@@ -16,7 +16,9 @@ Faults: replicas restart when they or their node die (`max_restarts=-1`, on a fr
 gone, in their placement group for tensor parallelism). A client retries a batch on another replica when a replica
 dies, and treats a replica that gives no answer within `ray.engine_timeout_s` as hung: it is killed (and so
 restarted) and the batch goes elsewhere. A batch that fails `ray.generate_attempts` times comes back with its rows
-marked failed (`generation_error`), which the run retries on its next attempt.
+marked failed (`generation_error`), which the run retries on its next attempt. While no replica is alive a batch
+waits for one, at most `ray.generator_restart_s`; then the run ends (`GeneratorUnavailable`, one line that says
+whether any live node could hold a replica) instead of waiting for a node that may never come.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.errors import GeneratorUnavailable
 from t2rag.generation.engine import Placement
 from t2rag.generation.prefix import route_keys
 from t2rag.generation.registry import engine_of
@@ -168,11 +171,21 @@ class ServiceClient:
     holds no model (and no CPU). With `by_prefix`, rows go to their prefix's replica (the batch split among
     replicas, sent at once); otherwise, and for every retry, the batch goes to the least busy live replica."""
 
-    def __init__(self, replicas: list, timeout_s: float, attempts: int, by_prefix: bool = False):
+    def __init__(
+        self,
+        replicas: list,
+        timeout_s: float,
+        attempts: int,
+        by_prefix: bool = False,
+        restart_s: float = 900.0,
+        shape: dict | None = None,
+    ):
         self.replicas = replicas
         self.timeout_s = timeout_s
         self.attempts = attempts
         self.by_prefix = by_prefix
+        self.restart_s = restart_s
+        self.shape = shape or {"model": "the generator", "CPU": 1.0, "GPU": 0.0}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         if not self.by_prefix or len(self.replicas) < 2 or batch.num_rows == 0:
@@ -221,9 +234,6 @@ class ServiceClient:
         errors: list[str] = []
         for attempt in range(1, self.attempts + 1):
             replica = self._wait_for_replica()
-            if replica is None:
-                errors.append(f"no replica alive within {self.timeout_s:g} s")
-                continue
             try:
                 return ray.get(replica.generate.remote(batch), timeout=self.timeout_s)
             except GetTimeoutError:
@@ -237,13 +247,33 @@ class ServiceClient:
 
     def _wait_for_replica(self):
         """The least busy live replica; while none is alive (restarting after a lost node: a new node, a model
-        load), wait for one, at most `timeout_s`."""
-        deadline = time.monotonic() + self.timeout_s
+        load), wait for one, at most `restart_s`, then end the run (`GeneratorUnavailable`)."""
+        started = time.monotonic()
         while True:
             replica = self._least_busy()
-            if replica is not None or time.monotonic() > deadline:
+            if replica is not None:
                 return replica
+            if time.monotonic() - started > self.restart_s:
+                raise GeneratorUnavailable(self._unavailable())
             time.sleep(2.0)
+
+    def _unavailable(self) -> str:
+        """Why no replica came back: the live nodes, and how many could hold one by their total resources."""
+        import ray
+
+        shape = self.shape
+        live = [n for n in ray.nodes() if n.get("Alive")]
+        fit = [
+            n for n in live
+            if all(n.get("Resources", {}).get(r, 0.0) >= shape[r] for r in ("CPU", "GPU") if shape[r] > 0)
+        ]  # fmt: skip
+        holds = f"{shape['CPU']:g} CPU and {shape['GPU']:g} GPU"
+        where = (
+            f"none of the {len(live)} live node(s) has the {holds} a replica needs"
+            if not fit
+            else f"{len(fit)} of the {len(live)} live node(s) could hold one ({holds}), but none started there"
+        )
+        return f"generator: no replica of {shape['model']} came back within {self.restart_s:g} s; {where}"
 
     def _least_busy(self):
         loads = self._loads()
@@ -265,6 +295,11 @@ class ServiceClient:
         return loads
 
 
+def _gpus_on_one_node(placement: Placement) -> float:
+    """The GPUs of one replica that a single node must have (a tensor-parallel group's)."""
+    return float(min(placement.gpus, placement.gpus_together)) if placement.gpus else 0.0
+
+
 def _failed(batch: pa.Table, error: str) -> pa.Table:
     n = batch.num_rows
     columns = {name: pa.nulls(n, dtype) for name, dtype in GENERATION_COLUMNS.items()}
@@ -283,6 +318,7 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
 
     g = config.generator
     assert g is not None
+    placement = generator_placement(config)
     return ds.map_batches(
         ServiceClient,
         fn_constructor_kwargs={
@@ -290,9 +326,11 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
             "timeout_s": config.ray.engine_timeout_s,
             "attempts": config.ray.generate_attempts,
             "by_prefix": g.prefix_reuse,
+            "restart_s": config.ray.generator_restart_s,
+            "shape": {"model": g.model, "CPU": placement.cpus, "GPU": _gpus_on_one_node(placement)},
         },
         compute=ray.data.ActorPoolStrategy(size=CLIENTS_PER_REPLICA * len(service.replicas)),
         num_cpus=0,
-        batch_size=generator_placement(config).batch_rows,
+        batch_size=placement.batch_rows,
         batch_format="pyarrow",
     )

@@ -28,7 +28,7 @@ NO_GENERATOR = "none"
 ANSWER_ONLY = ("pretrained_only", "oracle")
 #: The best retriever measured on dev within 3x BM25's cost (configs/best_retrieval.yaml: MRR@3 97.01 where BM25
 #: gets 69-73), served whatever the config's methods.
-BEST_RETRIEVER = "bm25_page"
+BEST_RETRIEVER = "bm25_focus"
 
 
 class Autoscaling(BaseModel):

@@ -81,6 +81,10 @@ class RayConfig(BaseModel):
     #: Tries of one batch on the generator's replicas before its rows are marked failed (and left to the next
     #: attempt of the run).
     generate_attempts: int = Field(3, ge=1)
+    #: How long a batch waits for a lost generator replica to come back (a replacement node joining, the model
+    #: loading) before the run ends with one line saying that no replica came back and whether any live node could
+    #: hold one.
+    generator_restart_s: float = Field(900.0, gt=0)
     #: Before loading anything, refuse a run whose pools cannot all be placed on the cluster (ray_jobs.preflight).
     #: Turn off on a cluster that autoscales from nodes this driver cannot see (KubeRay without a launcher file).
     check_placement: bool = True

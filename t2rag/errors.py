@@ -33,6 +33,11 @@ class EngineRefused(T2RagError):
     """The inference engine refused the configuration (an unknown argument, a length that does not fit)."""
 
 
+class GeneratorUnavailable(T2RagError):
+    """No replica of a Ray run's generator came back within `ray.generator_restart_s`: the run ends (a rerun
+    resumes) instead of waiting for a node that may never come."""
+
+
 def permanent_error(exc: BaseException) -> T2RagError | None:
     """The T2RagError behind `exc`, if any: in its chain, or named in the text of an error Ray relayed from a
     worker (an actor that died in its constructor reaches the driver as text: `t2rag.errors.Name: message`)."""

@@ -31,7 +31,7 @@ from t2rag.methods import get_method
 from t2rag.resources import Resources
 from t2rag.retrieval.base import Retriever
 from t2rag.retrieval.config import build_retriever, fused_retriever
-from t2rag.retrieval.fused import FUSED_COMPONENTS, FusionWeights
+from t2rag.retrieval.fused import FUSED_METHODS, FusionWeights
 
 #: L2 penalty on the raw weights (whose scale is the softmax's inverse temperature), per question.
 L2_PENALTY = 1e-3
@@ -150,7 +150,7 @@ def fit_weights(parts: list[SubsetParts], components: tuple[str, ...], fold: int
 def subset_parts(resources: Resources, method: str, subset: str) -> SubsetParts:
     """Every component of a fused method for the subset's questions, computed once."""
     config = resources.config.retrieval
-    components = FUSED_COMPONENTS[method]
+    components = FUSED_METHODS[method].components
     probe = fused_retriever(method, config, FusionWeights(**dict.fromkeys(components, 1.0)))  # every component on
     probe.index(resources.corpus(subset))
     rows = resources.questions.subset(subset).scored()
@@ -188,19 +188,19 @@ def search_seconds(retrievers: list[Retriever], corpus: Corpus, questions: list[
 def fit_fusion(config: RunConfig, methods: list[str] | None = None) -> list[FitResult]:
     """Fit every named fused method's weights (every fused method's when None) on the config's data (a dev
     split)."""
-    methods = list(FUSED_COMPONENTS) if methods is None else methods
+    methods = list(FUSED_METHODS) if methods is None else methods
     split = config.data.split
     if split is None or "test" in split.lower():
         raise ConfigError(f"fit-fusion fits on a dev split only (got --split {split}); never tune on a test split")
-    unknown = [m for m in methods if m not in FUSED_COMPONENTS]
+    unknown = [m for m in methods if m not in FUSED_METHODS]
     if unknown:
-        raise ConfigError(f"not fused methods: {unknown} (fused: {', '.join(FUSED_COMPONENTS)})")
+        raise ConfigError(f"not fused methods: {unknown} (fused: {', '.join(FUSED_METHODS)})")
     resources = Resources(config)
     results = []
     for method in methods:
         get_method(method)
         parts = {s: subset_parts(resources, method, s) for s in resources.questions.subsets}
-        components = FUSED_COMPONENTS[method]
+        components = FUSED_METHODS[method].components
         chosen = fit_weights(list(parts.values()), components, None)
         fitted = score_weights(list(parts.values()), chosen, None)
         unseen = held_out(list(parts.values()), components)

@@ -114,6 +114,12 @@ METHODS: dict[str, Method] = {
             retriever="bm25_page",
             stages=LEXICAL,
         ),
+        Method(
+            "bm25_focus",
+            "bm25_page reading the question without its company's name, with the report year it names",
+            retriever="bm25_focus",
+            stages=LEXICAL,
+        ),
         Method("hybrid_chunked", "numeric BM25 fused with chunked dense", retriever="hybrid_chunked", stages=DENSE),
         Method(
             "hybrid_meta",
@@ -136,10 +142,10 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             "crag",
-            "dense top-k graded by the generator; none relevant: bm25_page ranks again (Corrective RAG)",
+            "dense top-k graded by the generator; none relevant: bm25_focus ranks again (Corrective RAG)",
             retriever="base",
             stages=(*DENSE, *GRADE, "corrective_retrieve"),
-            fallback="bm25_page",
+            fallback="bm25_focus",
         ),
     ]
 }

@@ -44,11 +44,12 @@ class BM25Retriever(IndexedMixin, Retriever):
         self.matrix = BM25Matrix(self._corpus.texts, tokenizer, self.params, statistics)
         return statistics
 
-    def scores(self, queries: Sequence[str]) -> np.ndarray:
-        """Dense (queries x documents) BM25 scores."""
+    def scores(self, queries: Sequence[str], left_out: Sequence[frozenset[str]] | None = None) -> np.ndarray:
+        """Dense (queries x documents) BM25 scores, each query without the terms `left_out` of it (one set per
+        query)."""
         if self.matrix is None:
             raise RuntimeError("BM25Retriever: call index(corpus) before search")
-        return self.matrix.scores(list(queries))
+        return self.matrix.scores(list(queries), left_out)
 
     def search(self, queries: Sequence[str] | QueryBlock, k: int, depth: int | None = None) -> Hits:
         if self.matrix is None:

@@ -219,15 +219,22 @@ class BM25Matrix:
         row[self.sparse.indices[s:e]] = self.sparse.data[s:e]
         return row
 
-    def query_terms(self, queries: Sequence[str]) -> list[list[int]]:
-        """Per query, the ids of its known terms in query order, a repeated term once per occurrence."""
+    def query_terms(self, queries: Sequence[str], left_out: Sequence[frozenset[str]] | None = None) -> list[list[int]]:
+        """Per query, the ids of its known terms in query order, a repeated term once per occurrence, without the
+        terms `left_out` of it (one set per query)."""
         vocab = self.vocab
-        return [[vocab[t] for t in self.tokenizer(q) if t in vocab] for q in queries]
+        if left_out is None:
+            return [[vocab[t] for t in self.tokenizer(q) if t in vocab] for q in queries]
+        return [
+            [vocab[t] for t in self.tokenizer(q) if t in vocab and t not in out]
+            for q, out in zip(queries, left_out, strict=True)
+        ]
 
-    def scores(self, queries: Sequence[str]) -> np.ndarray:
-        """Dense (queries x documents) BM25 scores (for fusion over every document, and for tests)."""
+    def scores(self, queries: Sequence[str], left_out: Sequence[frozenset[str]] | None = None) -> np.ndarray:
+        """Dense (queries x documents) BM25 scores (for fusion over every document, and for tests), each query
+        scored without the terms `left_out` of it."""
         whole = DocBlock(0, self.sparse, self.dense)
-        terms = self.query_terms(queries)
+        terms = self.query_terms(queries, left_out)
         return block_scores(whole, terms, self.dense_row) if terms else np.zeros((0, self.n_docs))
 
     def top_k(self, queries: Sequence[str], k: int, threads: int = 2) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ from t2rag.retrieval.chunked_dense import ChunkedDenseRetriever
 from t2rag.retrieval.chunking import ChunkingConfig
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.embedder import EmbedderConfig
-from t2rag.retrieval.fused import FUSED_COMPONENTS, FusedRetriever, FusionConfig, FusionWeights
+from t2rag.retrieval.fused import FUSED_METHODS, FusedRetriever, FusionConfig, FusionWeights
 from t2rag.retrieval.hybrid import HybridBM25Retriever, HybridRRFRetriever
 from t2rag.retrieval.reranker import RerankerConfig
 from t2rag.retrieval.shards import ShardedRetriever, shard_ranges
@@ -64,7 +64,7 @@ class RetrievalConfig(BaseModel):
     reranker: RerankerConfig = RerankerConfig()
     ann: AnnConfig = AnnConfig()  # flat (exact) dense search unless ann.above is set
     chunking: ChunkingConfig = ChunkingConfig()  # how the chunked retrievers cut contexts
-    fusion: FusionConfig = FusionConfig()  # weights of the fused retrievers (bm25_meta, hybrid_chunked, hybrid_meta)
+    fusion: FusionConfig = FusionConfig()  # the fused retrievers' weights and settings (bm25_meta, bm25_focus, ...)
     #: Split each corpus into this many document ranges, searched separately and merged exactly (bm25, base).
     #: On Ray each shard is held by its own retrieval actors; in one process they run one after another.
     shards: int = Field(1, ge=1)
@@ -98,7 +98,10 @@ def fused_retriever(name: str, c: RetrievalConfig, weights: FusionWeights | None
     """A fused retriever with the config's weights for it (or these)."""
     f = c.fusion
     weights = weights or f.weights_of(name)
-    return FusedRetriever(name, weights, _bm25(c, f.tokenizer), _chunked(c), f.metadata, f.dense_candidates)
+    company_free = FUSED_METHODS[name].company_free
+    return FusedRetriever(
+        name, weights, _bm25(c, f.tokenizer), _chunked(c), f.metadata, f.dense_candidates, f.candidates, company_free
+    )
 
 
 RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
@@ -108,7 +111,7 @@ RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
     "hybrid_rrf": lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates),
     "bm25_numeric": lambda c: _bm25(c, "numeric"),
     "chunked": _chunked,
-    **{name: partial(fused_retriever, name) for name in FUSED_COMPONENTS},
+    **{name: partial(fused_retriever, name) for name in FUSED_METHODS},
 }
 
 

@@ -5,18 +5,25 @@ Every component is a (questions x documents) matrix in [0, 1]:
 - `lexical`: BM25 divided by the question's best BM25 score;
 - `dense`: the dense top-`dense_candidates` list min-max scaled (its last context gets 0, as do contexts outside
   it);
-- `company`, `year`, `year_before`: the metadata prior's features (`t2rag.retrieval.metadata_prior`);
-- `row_words`, `line_item`, `phrases`, `numbers`: page evidence (`t2rag.retrieval.page_evidence`).
+- `company`, `year`, `year_before`, `report_named`: the metadata prior's features (`t2rag.retrieval.metadata_prior`);
+- `row_words`, `line_item`, `phrases`, `triples`, `numbers`: page evidence (`t2rag.retrieval.page_evidence`).
 
-A context's score is the weighted sum; ties fall to corpus order. The
-weights are fitted on a dev split by `t2rag fit-fusion` (`t2rag.fusion_fit`) and written into a config; a component
-with weight 0 is not computed. Every search scores all documents of the corpus, a few questions at a time so the
-score matrices stay within `FUSION_BYTES`.
+A context's score is the weighted sum; ties fall to corpus order. The weights are fitted on a dev split by `t2rag
+fit-fusion` (`t2rag.fusion_fit`) and written into a config; a component with weight 0 is not computed. A search runs
+in two stages: every component but the word pairs and figures scores every document of the corpus (a few questions
+at a time, so the score matrices stay within `FUSION_BYTES`), and the word pairs, triples and figures are added for the
+first stage's best `candidates` documents only, which are then ranked. The second stage costs the same per question
+at any corpus size; on the dev sample, no gold context that every document scored in full would rank in the top 3
+falls outside 50 candidates (the largest first-stage rank of such a gold is 17; `tests/retrieval/test_fused.py`).
+A method that reads the question `company_free` scores BM25 without the words naming its company
+(`MetadataPrior.company_words`): the prior scores the company, and a name in the lexical score favours the pages
+that print it, which grow in number with the corpus.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -26,10 +33,19 @@ from t2rag.retrieval.base import DensePassages, Hits, IndexedMixin, QueryBlock, 
 from t2rag.retrieval.bm25 import BM25Retriever
 from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.metadata_prior import FEATURES, MetadataColumns, MetadataPrior
-from t2rag.retrieval.page_evidence import PAGE_FEATURES, PageEvidence
+from t2rag.retrieval.page_evidence import (
+    CANDIDATE_FEATURES,
+    CORPUS_FEATURES,
+    FIRST_PAGE_FEATURES,
+    PAGE_FEATURES,
+    Asked,
+    PageEvidence,
+)
 from t2rag.retrieval.ranking import top_n
 
 COMPONENTS: tuple[str, ...] = ("lexical", "dense", *FEATURES, *PAGE_FEATURES)
+#: The prior's features of the first fused methods (before `report_named`).
+PRIOR: tuple[str, ...] = ("company", "year", "year_before")
 #: Score memory a search holds at once, and what one (question, document) pair takes of it: every component, the
 #: fused float64 score and the selection's temporaries.
 FUSION_BYTES = 512 << 20
@@ -46,21 +62,41 @@ class FusionWeights(BaseModel):
     company: float = Field(0.0, ge=0)
     year: float = Field(0.0, ge=0)
     year_before: float = Field(0.0, ge=0)
+    report_named: float = Field(0.0, ge=0)
     row_words: float = Field(0.0, ge=0)
     line_item: float = Field(0.0, ge=0)
     phrases: float = Field(0.0, ge=0)
+    triples: float = Field(0.0, ge=0)
     numbers: float = Field(0.0, ge=0)
 
     def used(self) -> tuple[str, ...]:
         return tuple(c for c in COMPONENTS if getattr(self, c) > 0)
 
 
-#: The fused retrievers and the components each one fuses.
-FUSED_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "bm25_meta": ("lexical", *FEATURES),
-    "bm25_page": ("lexical", *FEATURES, *PAGE_FEATURES),
-    "hybrid_chunked": ("lexical", "dense"),
-    "hybrid_meta": ("lexical", "dense", *FEATURES),
+@dataclass(frozen=True)
+class Reading:
+    """What a fused retriever's components read of a block of questions (`FusedRetriever.read`)."""
+
+    match: np.ndarray | None  # (questions x companies) name match, when the prior is used
+    left_out: list[frozenset[str]] | None  # per question, the words BM25 leaves out (`company_free`)
+    asked: Asked | None  # what page evidence reads, when it is used
+
+
+@dataclass(frozen=True)
+class FusedMethod:
+    """What a fused retriever sums, and whether its lexical feature reads the question without its company's name."""
+
+    components: tuple[str, ...]
+    company_free: bool = False
+
+
+#: The fused retrievers, in the order `t2rag fit-fusion` fits and reports them.
+FUSED_METHODS: dict[str, FusedMethod] = {
+    "bm25_meta": FusedMethod(("lexical", *PRIOR)),
+    "bm25_page": FusedMethod(("lexical", *PRIOR, *FIRST_PAGE_FEATURES)),
+    "bm25_focus": FusedMethod(("lexical", *FEATURES, *PAGE_FEATURES), company_free=True),
+    "hybrid_chunked": FusedMethod(("lexical", "dense")),
+    "hybrid_meta": FusedMethod(("lexical", "dense", *PRIOR)),
 }
 
 #: The fused retrievers' weights, as `t2rag fit-fusion` fitted them on the bundled dev sample (see
@@ -69,13 +105,25 @@ FITTED_WEIGHTS: dict[str, FusionWeights] = {
     "bm25_meta": FusionWeights(lexical=1.0, company=0.585, year=0.237, year_before=0.101),
     "bm25_page": FusionWeights(
         lexical=1.0,
-        company=1.032,
-        year=0.453,
+        company=1.059,
+        year=0.467,
         year_before=0.165,
-        row_words=0.248,
-        line_item=0.407,
-        phrases=0.991,
-        numbers=0.389,
+        row_words=0.247,
+        line_item=0.418,
+        phrases=1.057,
+        numbers=0.395,
+    ),
+    "bm25_focus": FusionWeights(
+        lexical=1.0,
+        company=0.972,
+        year=0.377,
+        year_before=0.127,
+        report_named=0.168,
+        row_words=0.208,
+        line_item=0.343,
+        phrases=0.831,
+        triples=0.286,
+        numbers=0.326,
     ),
     "hybrid_chunked": FusionWeights(lexical=1.0, dense=0.309),
     "hybrid_meta": FusionWeights(lexical=1.0, dense=0.466, company=0.829, year=0.347, year_before=0.131),
@@ -83,23 +131,27 @@ FITTED_WEIGHTS: dict[str, FusionWeights] = {
 
 
 class FusionConfig(BaseModel):
-    """The fused retrievers' weights, the BM25 tokenizer they use and how long a dense list they fuse."""
+    """The fused retrievers' weights, the BM25 tokenizer they use, how long a dense list they fuse and how many
+    contexts their second stage scores."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     weights: dict[str, FusionWeights] = Field(default_factory=lambda: dict(FITTED_WEIGHTS))
     tokenizer: str = "numeric"
     dense_candidates: int = Field(100, ge=1)
+    #: Documents per question, the first stage's best, that the word-pair, triple and figure features score.
+    candidates: int = Field(50, ge=1)
     metadata: MetadataColumns = MetadataColumns()
 
     @model_validator(mode="after")
     def _known(self) -> FusionConfig:
         for name, weights in self.weights.items():
-            if name not in FUSED_COMPONENTS:
-                raise ValueError(f"fusion weights for unknown retriever '{name}' (fused: {sorted(FUSED_COMPONENTS)})")
-            stray = [c for c in weights.used() if c not in FUSED_COMPONENTS[name]]
+            if name not in FUSED_METHODS:
+                raise ValueError(f"fusion weights for unknown retriever '{name}' (fused: {sorted(FUSED_METHODS)})")
+            fuses = FUSED_METHODS[name].components
+            stray = [c for c in weights.used() if c not in fuses]
             if stray:
-                raise ValueError(f"{name} fuses {list(FUSED_COMPONENTS[name])}, not {stray}")
+                raise ValueError(f"{name} fuses {list(fuses)}, not {stray}")
         return self
 
     def weights_of(self, name: str) -> FusionWeights:
@@ -107,7 +159,8 @@ class FusionConfig(BaseModel):
 
 
 class FusedRetriever(IndexedMixin, Retriever):
-    """A registered fusion (`name`) of a lexical and/or a dense retriever with the corpus's metadata prior."""
+    """A registered fusion (`name`) of a lexical and/or a dense retriever with the corpus's metadata prior and page
+    evidence."""
 
     def __init__(
         self,
@@ -117,13 +170,18 @@ class FusedRetriever(IndexedMixin, Retriever):
         dense: DenseRetriever | None = None,
         metadata: MetadataColumns | None = None,
         dense_candidates: int = 100,
+        candidates: int = 50,
+        company_free: bool = False,
     ):
         self.name = name
         self.weights = weights
         self.lexical = lexical if weights.lexical > 0 else None
         self.dense = dense if weights.dense > 0 else None
-        self.metadata = metadata if any(getattr(weights, f) > 0 for f in FEATURES) else None
+        self.company_free = company_free
+        wants_prior = any(getattr(weights, f) > 0 for f in FEATURES) or company_free
+        self.metadata = metadata if wants_prior else None
         self.dense_candidates = dense_candidates
+        self.candidates = candidates
         self.needs_query_vectors = self.dense is not None
         self.prior: MetadataPrior | None = None
         self.page: PageEvidence | None = None
@@ -146,41 +204,79 @@ class FusedRetriever(IndexedMixin, Retriever):
     def index_info(self) -> dict:
         return getattr(self.dense, "index_info", {}) if self.dense is not None else {}
 
+    def read(self, questions: Sequence[str]) -> Reading:
+        """What every component reads of a block of questions, made once: their company match, the words BM25
+        leaves out of each (its company's name when `company_free`) and what page evidence reads."""
+        match = self.prior.entity_match(questions) if self.prior is not None else None
+        left_out = None
+        if self.company_free and self.prior is not None:
+            left_out = self.prior.company_words(questions, match)
+        asked = self.page.asked(questions) if self.page is not None else None
+        return Reading(match, left_out, asked)
+
     def components(self, queries: Sequence[str] | QueryBlock) -> dict[str, np.ndarray]:
-        """Every used component as a separate (questions x documents) matrix in [0, 1] (for fitting weights)."""
+        """Every used component as a separate (questions x documents) matrix in [0, 1], every document scored by
+        every component (for fitting weights)."""
         block = as_block(queries)
+        reading = self.read(block.texts)
         out: dict[str, np.ndarray] = {}
         if self.lexical is not None:
-            out["lexical"] = self._lexical(block)
+            out["lexical"] = self._lexical(block.texts, reading.left_out)
         if self.dense is not None:
             out["dense"] = np.zeros((len(block), len(self.corpus)))
             self._add_dense(out["dense"], block, 1.0)
         if self.prior is not None:
-            out.update(self.prior.features(block.texts))
-        if self.page is not None:
-            out.update(self.page.features(block.texts))
-        return out
+            features = self.prior.features(block.texts, reading.match)
+            out.update({f: v for f, v in features.items() if getattr(self.weights, f) > 0})
+        if reading.asked is not None:
+            corpus_wide = self.page.corpus_features(reading.asked)
+            out.update({f: v.toarray().astype(np.float32) for f, v in corpus_wide.items()})
+            out.update(self.page.candidate_features(reading.asked, self._every_document(len(block))))
+        return {f: v for f, v in out.items() if getattr(self.weights, f) > 0}
 
     def fused_scores(self, queries: Sequence[str] | QueryBlock) -> np.ndarray:
-        """(questions x documents) weighted sum of the components, made in place in one float64 matrix."""
+        """(questions x documents) weighted sum of the components, every document scored by every component."""
         block = as_block(queries)
+        reading = self.read(block.texts)
+        fused = self._first_stage(block, reading)
+        if self._second_stage_weights():
+            fused += self._second_stage(reading.asked, self._every_document(len(block)))
+        return fused
+
+    def _first_stage(self, block: QueryBlock, reading: Reading) -> np.ndarray:
+        """(questions x documents) float64: the weighted sum of every component the whole corpus is scored by."""
         w = self.weights
         if self.lexical is not None:
-            fused = self._lexical(block)
-            fused *= w.lexical
+            fused = self.lexical.scores(block.texts, reading.left_out)
+            best = fused.max(axis=1, keepdims=True) if fused.shape[1] else np.zeros((len(block), 1))
+            fused *= w.lexical / np.where(best > 0, best, 1.0)  # the lexical component, weighted, in one pass
         else:
             fused = np.zeros((len(block), len(self.corpus)))
         if self.dense is not None:
             self._add_dense(fused, block, w.dense)
         if self.prior is not None:
-            fused += self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES})
-        if self.page is not None:
-            fused += self.page.weighted(block.texts, {f: getattr(w, f) for f in PAGE_FEATURES})
+            fused += self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES}, reading.match)
+        if reading.asked is not None:
+            self.page.add_weighted(fused, reading.asked, {f: getattr(w, f) for f in CORPUS_FEATURES})
         return fused
 
-    def _lexical(self, block: QueryBlock) -> np.ndarray:
-        scores = self.lexical.scores(block.texts)
-        best = scores.max(axis=1, keepdims=True) if scores.shape[1] else np.zeros((len(block), 1))
+    def _second_stage_weights(self) -> dict[str, float]:
+        if self.page is None:
+            return {}
+        return {f: getattr(self.weights, f) for f in CANDIDATE_FEATURES if getattr(self.weights, f) > 0}
+
+    def _second_stage(self, asked: Asked, docs: np.ndarray) -> np.ndarray:
+        """The weighted candidate features of the documents `docs` ((questions x candidates) positions)."""
+        weights = self._second_stage_weights()
+        features = self.page.candidate_features(asked, docs)
+        return sum(weights[f] * features[f].astype(np.float64) for f in weights)
+
+    def _every_document(self, questions: int) -> np.ndarray:
+        return np.broadcast_to(np.arange(len(self.corpus)), (questions, len(self.corpus)))
+
+    def _lexical(self, texts: list[str], left_out: list[frozenset[str]] | None = None) -> np.ndarray:
+        scores = self.lexical.scores(texts, left_out)
+        best = scores.max(axis=1, keepdims=True) if scores.shape[1] else np.zeros((len(texts), 1))
         scores /= np.where(best > 0, best, 1.0)  # BM25 is never negative: a row without a match stays 0
         return scores
 
@@ -199,8 +295,23 @@ class FusedRetriever(IndexedMixin, Retriever):
         spans = [block.slice(s, s + step) for s in range(0, len(block), step)]
         if not spans:
             return Hits(np.zeros((0, n), np.int64), np.zeros((0, n)))
-        parts = [Hits(*top_n(self.fused_scores(span), n)) for span in spans]
+        parts = [self._search_span(span, n) for span in spans]
         return Hits(np.concatenate([p.indices for p in parts]), np.concatenate([p.scores for p in parts]))
+
+    def _search_span(self, block: QueryBlock, n: int) -> Hits:
+        reading = self.read(block.texts)
+        first = self._first_stage(block, reading)
+        if not self._second_stage_weights():
+            return Hits(*top_n(first, n))
+        width = min(max(self.candidates, n), first.shape[1])
+        chosen = (
+            np.argpartition(-first, width - 1, axis=1)[:, :width]
+            if width < first.shape[1]
+            else self._every_document(len(block))
+        )
+        scores = np.take_along_axis(first, chosen, axis=1) + self._second_stage(reading.asked, chosen)
+        order = np.lexsort((chosen, -scores), axis=-1)[:, : min(n, width)]
+        return Hits(np.take_along_axis(chosen, order, axis=1), np.take_along_axis(scores, order, axis=1))
 
 
 def scaled_list(hits: Hits) -> np.ndarray:

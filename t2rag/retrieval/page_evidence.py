@@ -10,14 +10,18 @@ metadata prior's year match on dev and were left out). Features per (question, c
   context's table row labels;
 - `line_item`: a row label the question names whole, weighted by that label's idf mass and scaled by the question's
   best context (0 where no label is named whole);
-- `phrases`: the share of the question's adjacent word pairs (stop words dropped) that the context also has;
+- `phrases`: the share of the question's adjacent word pairs (stop words dropped, plurals folded) that the context
+  also has;
+- `triples`: likewise for runs of three such words ("adjusted operating costs", "accrued wages vacation");
 - `numbers`: the share of the question's figures (years excepted) that the context states, matched by value.
 
 The tables are the contexts' markdown tables as the corpus holds them: TAT-DQA's (a label column, header rows with
 an empty label) and FinQA's (pandas markdown with an index column, glued to the line before it). Only the question's
-text is read on the question side. Every feature is a sparse incidence product, so a question costs its terms plus
-one gather over the contexts; terms are kept as numeric keys (word ids, word-id pairs, values), so the index is
-arrays whose size grows with the corpus's postings (100,000 contexts: see `docs/methods.md`).
+text is read on the question side. The row-label features are sparse incidence products over the labels (a few
+dozen terms per context), so a question costs its terms plus one gather over the contexts. Word pairs and figures,
+hundreds per context, are kept as each context's sorted 32-bit hashes (4 bytes per pair) and looked up only for the
+contexts a first stage chose (`t2rag.retrieval.fused`): their cost per question is fixed whatever the corpus's
+size, and no index over all pairs is built (it took 4.25 GB at 100,000 contexts; `docs/methods.md`).
 """
 
 from __future__ import annotations
@@ -25,11 +29,19 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy import sparse
 
-PAGE_FEATURES: tuple[str, ...] = ("row_words", "line_item", "phrases", "numbers")
+#: Features of the row labels, scored on every context.
+CORPUS_FEATURES: tuple[str, ...] = ("row_words", "line_item")
+#: Features of word pairs and figures, scored on the contexts a first stage chose (`t2rag.retrieval.fused`).
+CANDIDATE_FEATURES: tuple[str, ...] = ("phrases", "triples", "numbers")
+PAGE_FEATURES: tuple[str, ...] = (*CORPUS_FEATURES, *CANDIDATE_FEATURES)
+#: bm25_page's page features (`triples` came with bm25_focus).
+FIRST_PAGE_FEATURES: tuple[str, ...] = ("row_words", "line_item", "phrases", "numbers")
 
 _WORD = re.compile(r"[a-z][a-z]+")
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
@@ -102,8 +114,31 @@ def word_pairs(words: Sequence[str]) -> set[tuple[str, str]]:
     return set(itertools.pairwise(words))
 
 
+def word_triples(words: Sequence[str]) -> set[tuple[str, str, str]]:
+    """A text's runs of three adjacent content words."""
+    return set(zip(words, words[1:], words[2:], strict=False))
+
+
+@lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """A plural folded to its singular ("fees" -> "fee", "liabilities" -> "liability"), other words as they are:
+    a question asks about "the servicing fee" where its page prints "servicing fees"."""
+    if len(word) > 3 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def phrase_words(text: str) -> list[str]:
+    """The content words word pairs and triples are made of: stemmed, in order."""
+    return [stem(w) for w in content_words(text)]
+
+
 #: Pair keys: a pair of word ids (a, b) is the integer a * PAIR_SPAN + b.
 PAIR_SPAN = 1 << 31
+#: Documents read together while a key-set index is built (the per-document arrays die with their chunk).
+BUILD_CHUNK = 1 << 14
 
 
 class _Vocabulary:
@@ -119,21 +154,157 @@ class _Vocabulary:
         return np.fromiter((self.ids.get(w, -1) for w in words), np.int64, len(words))
 
 
-def _pair_keys(ids: np.ndarray) -> np.ndarray:
-    """The keys of adjacent word-id pairs, pairs with an unknown word (-1) left out."""
-    first, second = ids[:-1], ids[1:]
-    known = (first >= 0) & (second >= 0)
-    return first[known] * PAIR_SPAN + second[known]
+def _pair_keys(ids: np.ndarray, row: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The keys of adjacent word-id pairs, pairs with an unknown word (-1) left out, and their row: the ids of
+    several texts are given one after another with each id's `row` (text), and a pair never spans two texts."""
+    row = np.zeros(len(ids), np.int64) if row is None else row
+    known = (ids[:-1] >= 0) & (ids[1:] >= 0) & (row[:-1] == row[1:])
+    return ids[:-1][known] * PAIR_SPAN + ids[1:][known], row[:-1][known]
+
+
+def _triple_keys(ids: np.ndarray, row: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Keys of runs of three word ids (a pair's key mixed with the third id), as `_pair_keys` gives pairs."""
+    row = np.zeros(len(ids), np.int64) if row is None else row
+    first, second, third = ids[:-2], ids[1:-1], ids[2:]
+    known = (first >= 0) & (second >= 0) & (third >= 0) & (row[:-2] == row[2:])
+    pair = (first[known] * PAIR_SPAN + second[known]).view(np.uint64)
+    return (pair * np.uint64(0xBF58476D1CE4E5B9)) ^ third[known].view(np.uint64), row[:-2][known]
 
 
 def _figure_keys(text: str) -> np.ndarray:
     return np.array([float(n) for n in figures(text)], np.float64)
 
 
+#: A salt per kind of key, so that a word pair, a run of three words and a figure never share a hash by design.
+KIND_SALTS = (np.uint64(0), np.uint64(0xA0761D6478BD642F), np.uint64(0xE7037ED1A0B428DB))
+PAIRS, TRIPLES, FIGURES = range(3)
+
+
+def _mix(keys: np.ndarray, kind: int = PAIRS) -> np.ndarray:
+    """32-bit hashes of 64-bit keys (int64, uint64 or float64 bit patterns) of one kind."""
+    bits = np.ascontiguousarray(keys).view(np.uint64) ^ KIND_SALTS[kind]
+    mixed = (bits ^ (bits >> np.uint64(31))) * np.uint64(0x9E3779B97F4A7C15)
+    return (mixed >> np.uint64(32)).astype(np.uint32)
+
+
+def hashed(keys: np.ndarray, kind: int = PAIRS) -> np.ndarray:
+    """Distinct 32-bit hashes of 64-bit keys of one kind, sorted.
+
+    A context's set is searched only for a question's few keys, so two keys share a hash inside one context's set
+    with a probability near (set size) / 2^32 per lookup: about one wrong match in ten million."""
+    return np.unique(_mix(keys, kind))
+
+
+def hashed_each(keys: np.ndarray, row: np.ndarray, rows: int, kind: int = PAIRS) -> list[np.ndarray]:
+    """`hashed` of each row's keys (`row`: each key's row, of `rows`), made in one pass over all of them."""
+    both = np.unique((row.astype(np.uint64) << np.uint64(32)) | _mix(keys, kind).astype(np.uint64))
+    bounds = np.searchsorted(both >> np.uint64(32), np.arange(rows + 1, dtype=np.uint64))
+    hashes = (both & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    return [hashes[a:b] for a, b in itertools.pairwise(bounds.tolist())]
+
+
+#: Bloom filter bits per key of a context's set: a key the context lacks passes it about once in nine lookups.
+FILTER_BITS = 8
+
+
+class _KeySets:
+    """Per context, a sorted set of 32-bit term hashes (word pairs, triples or figures), all in one array with each
+    context's span, and a one-hash Bloom filter per context (FILTER_BITS bits per key): 5 bytes per (context, term),
+    and no index over terms. Scored only for the (question, context) pairs a first stage chose: a question's key
+    that passes the context's filter is looked up in the context's span by binary search (most keys are not in most
+    candidates, and the filter turns nine in ten of those away with one memory read)."""
+
+    def __init__(self, per_document: Iterable[np.ndarray]):
+        lengths, chunks, pending = [0], [], []
+        for keys in per_document:
+            pending.append(keys)
+            lengths.append(len(keys))
+            if len(pending) == BUILD_CHUNK:
+                chunks.append(np.concatenate(pending))
+                pending = []
+        chunks.append(np.concatenate(pending) if pending else np.zeros(0, np.uint32))
+        self.keys = np.concatenate(chunks).astype(np.uint32, copy=False)
+        del chunks, pending
+        counts = np.array(lengths[1:], np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(counts)])  # context d holds keys[starts[d]:starts[d + 1]]
+        self.longest = int(counts.max()) if len(counts) else 0
+        words = (counts * FILTER_BITS + 63) // 64  # 64-bit words of each context's filter
+        self.filter_starts = np.concatenate([[0], np.cumsum(words)])
+        self.filter_bits = (words * 64).astype(np.uint64)
+        self.filter = np.zeros(int(self.filter_starts[-1]), np.uint64)
+        # And one filter over every context's keys: a question's key no context holds is looked up nowhere.
+        self.anywhere = np.zeros(max((len(self.keys) * FILTER_BITS + 63) // 64, 1), np.uint64)
+        for first in range(0, len(counts), BUILD_CHUNK):  # a chunk of contexts at a time: bounded temporaries
+            docs = np.arange(first, min(first + BUILD_CHUNK, len(counts)))
+            doc = np.repeat(docs, counts[docs])
+            held = self.keys[self.starts[docs[0]] : self.starts[docs[-1] + 1]]
+            word, bit = self._slot(doc, self._spread(held))
+            np.bitwise_or.at(self.filter, word, np.left_shift(np.uint64(1), bit))
+            word, bit = self._anywhere_slot(held)
+            np.bitwise_or.at(self.anywhere, word, np.left_shift(np.uint64(1), bit))
+
+    def _slot(self, doc: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The filter word and bit of each (context, key), given the key's `_spread`."""
+        bit = (spread * self.filter_bits[doc]) >> np.uint64(32)  # in [0, bits): no division
+        return self.filter_starts[doc] + (bit >> np.uint64(6)).astype(np.int64), bit & np.uint64(63)
+
+    def _anywhere_slot(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The word and bit of each key in the filter over every context's keys."""
+        spread = (key.astype(np.uint64) * np.uint64(0x85EBCA6B)) & np.uint64(0xFFFFFFFF)
+        bit = (spread * np.uint64(64 * len(self.anywhere))) >> np.uint64(32)
+        return (bit >> np.uint64(6)).astype(np.int64), bit & np.uint64(63)
+
+    @staticmethod
+    def _spread(key: np.ndarray) -> np.ndarray:
+        """A second 32-bit hash of each key (uint64), placing it in a filter."""
+        return (key.astype(np.uint64) * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF)
+
+    @property
+    def nbytes(self) -> int:
+        filters = self.filter.nbytes + self.filter_starts.nbytes + self.anywhere.nbytes
+        return self.keys.nbytes + self.starts.nbytes + filters
+
+    def _may_be_held(self, keys: np.ndarray) -> np.ndarray:
+        """Whether some context may hold each key (False: none does)."""
+        word, bit = self._anywhere_slot(keys)
+        return ((self.anywhere[word] >> bit) & np.uint64(1)).astype(bool)
+
+    def found(self, docs: np.ndarray, asks: Sequence[list[np.ndarray]]) -> np.ndarray:
+        """(kinds x questions x candidates): how many of each question's keys of each kind (`asks[kind]`, sorted
+        distinct hashes per question) the candidate contexts `docs` (questions x candidates positions) hold."""
+        q_count, width = docs.shape
+        counts = np.zeros((len(asks), q_count, width), np.float32)
+        rows = [a for kind in asks for a in kind]
+        flat = np.concatenate(rows) if rows else np.zeros(0, np.uint32)
+        asker = np.repeat(np.arange(len(asks) * q_count), [len(a) for a in rows])  # kind * questions + question
+        kept = self._may_be_held(flat)  # a key no context holds is looked up nowhere
+        flat, asker = flat[kept], asker[kept]
+        if not len(flat) or not len(self.keys):
+            return counts
+        spread, last, longest = self._spread(flat), len(self.keys) - 1, 1 << self.longest.bit_length()
+        question = asker % q_count
+        for c in range(width):  # one candidate rank at a time: every question's keys, arrays that stay in cache
+            doc = docs[question, c]
+            word, bit = self._slot(doc, spread)
+            passed = np.flatnonzero((self.filter[word] >> bit) & np.uint64(1))
+            doc, key, who = doc[passed], flat[passed], asker[passed]
+            # A branch-free binary search in each context's span (one step per power of two below the longest
+            # span): after each step, every key before `position` in the span is below the looked-up one.
+            position, end = self.starts[doc], self.starts[doc + 1]
+            step = longest
+            while step:
+                ahead = position + step
+                position += step * ((ahead <= end) & (self.keys[np.minimum(ahead - 1, last)] < key))
+                step >>= 1
+            hit = (position < end) & (self.keys[np.minimum(position, last)] == key)
+            counts[:, :, c] = np.bincount(who[hit], minlength=len(asks) * q_count).reshape(len(asks), q_count)
+        return counts
+
+
 class _TermSets:
-    """Per context, a set of terms (numeric keys: word ids, pair keys, figures) as a sparse (contexts x terms)
-    incidence, with the terms' idf over the contexts. Only arrays are kept, so memory grows with the corpus's
-    distinct terms and postings, not with Python objects per term."""
+    """Per context, a set of terms (numeric keys: word ids) as a sparse (contexts x terms) incidence, with the
+    terms' idf over the contexts. Only arrays are kept, so memory grows with the corpus's distinct terms and
+    postings, not with Python objects per term."""
 
     def __init__(self, held: list[np.ndarray]):
         self.keys, cells = _distinct_cells(held, None)
@@ -143,6 +314,10 @@ class _TermSets:
         df = np.bincount(cols, minlength=len(self.keys))
         self.idf = np.log((len(held) + 1) / (df + 0.5)).astype(np.float32)
 
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.docs.data.nbytes + self.docs.indices.nbytes + self.docs.indptr.nbytes
+
     def asked(self, questions: list[np.ndarray]) -> sparse.csr_matrix:
         """(questions x terms): 1 where the question has the term (terms no context holds are left out)."""
         _, cells = _distinct_cells(questions, self.keys)
@@ -150,15 +325,11 @@ class _TermSets:
         shape = (len(questions), len(self.keys))
         return sparse.csr_matrix((np.ones(len(cells), np.float32), (rows, cols)), shape=shape)
 
-    def share(self, asks: sparse.csr_matrix, sizes: np.ndarray | None = None) -> sparse.csr_matrix:
-        """(questions x contexts), sparse: the share of each question's terms (`asks`, from `asked`) a context holds,
-        idf-weighted over the terms some context holds, or, given each question's number of terms (`sizes`), a
-        plain share of all of them."""
-        if sizes is None:
-            asks = asks.multiply(self.idf).tocsr()
-            total = np.asarray(asks.sum(axis=1)).ravel()
-        else:
-            total = sizes.astype(np.float32)
+    def share(self, asks: sparse.csr_matrix) -> sparse.csr_matrix:
+        """(questions x contexts), sparse: the share of each question's terms (`asks`, from `asked`) a context
+        holds, idf-weighted over the terms some context holds."""
+        asks = asks.multiply(self.idf).tocsr()
+        total = np.asarray(asks.sum(axis=1)).ravel()
         return sparse.diags(1.0 / np.where(total > 0, total, 1.0)) @ (asks @ self.docs.T).tocsr()
 
 
@@ -176,16 +347,40 @@ def _distinct_cells(held: list[np.ndarray], keys: np.ndarray | None) -> tuple[np
     return keys, np.unique(row * max(len(keys), 1) + col.ravel())
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What page evidence reads of a block of questions: their words (for the row labels), word pairs, runs of
+    three words and figures."""
+
+    words: list[list[str]]  # content words, in order
+    pairs: list[np.ndarray]  # sorted distinct hashes of the known word pairs
+    pair_counts: np.ndarray  # distinct word pairs of each question, known or not
+    triples: list[np.ndarray]  # likewise for runs of three words
+    triple_counts: np.ndarray
+    figures: list[np.ndarray]  # sorted distinct hashes of the figures
+    figure_counts: np.ndarray
+
+
 class PageEvidence:
-    """Fitted once on a corpus's texts; `features(questions)` scores every context for every question."""
+    """Fitted once on a corpus's texts. The row-label features (`CORPUS_FEATURES`) score every context through small
+    label indexes; the word-pair and figure features (`CANDIDATE_FEATURES`) score the contexts a first stage chose,
+    from per-context key sets, so neither the memory nor the cost of those grows with the pairs of every context a
+    question's terms reach."""
 
     def __init__(self, texts: Sequence[str]):
         self.n_docs = len(texts)
-        self.vocabulary = _Vocabulary()
-        labels = [[self.vocabulary.add(content_words(label)) for label in row_labels(t)] for t in texts]
+        self.vocabulary = _Vocabulary()  # the row labels' words
+        self.stems = _Vocabulary()  # the stemmed words of pairs and triples
+        labels: list[list[np.ndarray]] = []
+        key_sets = []
+        for text in texts:
+            labels.append([self.vocabulary.add(content_words(label)) for label in row_labels(text)])
+            ids = self.stems.add(phrase_words(text))
+            kinds = (_mix(_pair_keys(ids)[0]), _mix(_triple_keys(ids)[0], TRIPLES), _mix(_figure_keys(text), FIGURES))
+            key_sets.append(np.unique(np.concatenate(kinds)))
+        self.sets = _KeySets(key_sets)  # each context's word pairs, triples and figures, hashed by kind
+        del key_sets
         self.row_words = _TermSets([np.concatenate(ls) if ls else np.zeros(0, np.int64) for ls in labels])
-        self.phrases = _TermSets([_pair_keys(self.vocabulary.add(content_words(t))) for t in texts])
-        self.numbers = _TermSets([_figure_keys(t) for t in texts])
         # Every (context, label) with words, as a row: the label's idf mass (over the row-label vocabulary).
         named = [(d, ids) for d, ls in enumerate(labels) for ids in ls if len(ids)]
         self.label_doc = np.array([d for d, _ in named], np.int64)
@@ -193,31 +388,63 @@ class PageEvidence:
         self.label_terms = members.multiply(self.row_words.idf).tocsr()
         self.label_mass = np.asarray(self.label_terms.sum(axis=1)).ravel()
 
-    def features(self, questions: Sequence[str]) -> dict[str, np.ndarray]:
-        """Each feature of PAGE_FEATURES as a (questions x contexts) float32 matrix."""
-        return {name: values.toarray().astype(np.float32) for name, values in self._sparse(questions).items()}
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the index's arrays (the vocabulary's dictionary aside)."""
+        labels = self.label_terms.data.nbytes + self.label_terms.indices.nbytes + self.label_terms.indptr.nbytes
+        return self.sets.nbytes + self.row_words.nbytes + labels + self.label_doc.nbytes
 
-    def weighted(self, questions: Sequence[str], weights: dict[str, float]) -> np.ndarray:
-        """(questions x contexts) float64: the features' weighted sum, added where each feature is nonzero."""
-        total = np.zeros((len(questions), self.n_docs))
-        for name, values in self._sparse(questions).items():
+    def asked(self, questions: Sequence[str]) -> Asked:
+        """What the features read of the questions."""
+        said = [content_words(q) for q in questions]
+        words = [[stem(w) for w in ws] for ws in said]
+        lengths = [len(w) for w in words]
+        ids = self.stems.find([w for ws in words for w in ws])
+        row = np.repeat(np.arange(len(questions)), lengths)
+        stated = [figures(q) for q in questions]
+        values = np.array([float(n) for f in stated for n in f], np.float64)
+        value_row = np.repeat(np.arange(len(questions)), [len(f) for f in stated])
+        n = len(questions)
+        return Asked(
+            words=said,
+            pairs=hashed_each(*_pair_keys(ids, row), n),
+            pair_counts=np.array([len(word_pairs(w)) for w in words], np.float32),
+            triples=hashed_each(*_triple_keys(ids, row), n, TRIPLES),
+            triple_counts=np.array([len(word_triples(w)) for w in words], np.float32),
+            figures=hashed_each(values, value_row, n, FIGURES),
+            figure_counts=np.array([len(f) for f in stated], np.float32),
+        )
+
+    def features(self, questions: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each feature of PAGE_FEATURES as a (questions x contexts) float32 matrix, every context scored."""
+        asked = self.asked(questions)
+        out = {name: values.toarray().astype(np.float32) for name, values in self.corpus_features(asked).items()}
+        every = np.broadcast_to(np.arange(self.n_docs), (len(questions), self.n_docs))
+        out.update(self.candidate_features(asked, every))
+        return out
+
+    def corpus_features(self, asked: Asked) -> dict[str, sparse.csr_matrix]:
+        """The CORPUS_FEATURES, (questions x contexts) sparse."""
+        ids = self.vocabulary.find([w for words in asked.words for w in words])
+        bounds = np.cumsum([len(words) for words in asked.words])[:-1]
+        in_labels = self.row_words.asked(np.split(ids, bounds))
+        return {"row_words": self.row_words.share(in_labels), "line_item": self._line_item(in_labels)}
+
+    def candidate_features(self, asked: Asked, docs: np.ndarray) -> dict[str, np.ndarray]:
+        """The CANDIDATE_FEATURES of the contexts `docs` ((questions x candidates) positions), same shape."""
+        pairs, triples, numbers = self.sets.found(docs, [asked.pairs, asked.triples, asked.figures])
+        return {
+            "phrases": pairs / np.maximum(asked.pair_counts, 1)[:, None],
+            "triples": triples / np.maximum(asked.triple_counts, 1)[:, None],
+            "numbers": numbers / np.maximum(asked.figure_counts, 1)[:, None],
+        }
+
+    def add_weighted(self, scores: np.ndarray, asked: Asked, weights: dict[str, float]) -> None:
+        """Add the weighted CORPUS_FEATURES to (questions x contexts) `scores`, where each is nonzero."""
+        for name, values in self.corpus_features(asked).items():
             if weights.get(name):
                 cells = values.tocoo()
-                total[cells.row, cells.col] += weights[name] * cells.data  # a COO from CSR holds each cell once
-        return total
-
-    def _sparse(self, questions: Sequence[str]) -> dict[str, sparse.csr_matrix]:
-        words = [content_words(q) for q in questions]
-        ids = [self.vocabulary.find(w) for w in words]
-        in_labels = self.row_words.asked(ids)
-        pair_counts = np.array([len(word_pairs(w)) for w in words])
-        figure_keys = [_figure_keys(q) for q in questions]
-        return {
-            "row_words": self.row_words.share(in_labels),
-            "line_item": self._line_item(in_labels),
-            "phrases": self.phrases.share(self.phrases.asked([_pair_keys(i) for i in ids]), pair_counts),
-            "numbers": self.numbers.share(self.numbers.asked(figure_keys), np.array([len(f) for f in figure_keys])),
-        }
+                scores[cells.row, cells.col] += weights[name] * cells.data  # a COO from CSR holds each cell once
 
     def _line_item(self, in_labels: sparse.csr_matrix) -> sparse.csr_matrix:
         """(questions x contexts), sparse: the idf mass of the largest row label each context has that the question

@@ -19,7 +19,7 @@ def test_rankings_ignore_the_question_rows_metadata(tmp_path) -> None:
     config = load_config(
         None,
         {
-            "methods": ["bm25_numeric", "bm25_meta", "bm25_page", "hybrid_meta"],
+            "methods": ["bm25_numeric", "bm25_meta", "bm25_page", "bm25_focus", "hybrid_meta"],
             "retrieval_only": True,
             "data": {"subsets": ["FinQA"]},
             "retrieval": {"embedder": {"model": "hashing"}, "index_uri": str(tmp_path)},
@@ -50,7 +50,7 @@ def test_rankings_ignore_the_question_rows_metadata(tmp_path) -> None:
             "company_sector": pa.array(["Energy"] * rows.num_rows),
         }
     )
-    assert len(truthful) == 4 * questions.scored().num_rows
+    assert len(truthful) == 5 * questions.scored().num_rows
     assert altered == truthful == ranked(lambda rows: {})
 
     # The prior and the page evidence are in use (so the comparison above could fail): each changes rankings.
@@ -58,3 +58,4 @@ def test_rankings_ignore_the_question_rows_metadata(tmp_path) -> None:
     changed = sum(truthful["bm25_meta", q][0] != truthful["bm25_numeric", q][0] for q in ids)
     assert changed > 20
     assert sum(truthful["bm25_page", q][0] != truthful["bm25_meta", q][0] for q in ids) > 20
+    assert sum(truthful["bm25_focus", q][:3] != truthful["bm25_page", q][:3] for q in ids) > 20

@@ -77,7 +77,7 @@ def test_the_rayservice_serves_the_apps_config_with_the_best_retriever():
     settings = ServeSettings.parse({**app.args, "api_key": "x"})
     config = settings.run_config()
     served = [m.name for m in settings.served_methods(config)]
-    assert "bm25_page" in served and config.generator.engine == "vllm"
+    assert "bm25_focus" in served and config.generator.engine == "vllm"
     assert spec["upgradeStrategy"]["type"] == "NewCluster"
 
 

@@ -1,4 +1,5 @@
-"""Fused retrieval: the weighted sum of its components, the same in question blocks of any size."""
+"""Fused retrieval: the weighted sum of its components, the same in question blocks of any size, and a second stage
+on the first stage's candidates that loses no gold context the full scoring ranks in the top 3."""
 
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ def test_scaled_list_min_max_within_each_list() -> None:
     assert fused.scaled_list(hits)[1, 0] == 0.0
 
 
-@pytest.mark.parametrize("name", ["bm25_meta", "bm25_page"])
+@pytest.mark.parametrize("name", ["bm25_meta", "bm25_page", "bm25_focus"])
 def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> None:
+    """With every context a candidate, the search is the top of the weighted sum of the components."""
     questions = load_questions(None)
     corpus = build_corpora(questions)["TAT-DQA"]
     texts = questions.subset("TAT-DQA").table.column("question").to_pylist()[:300]
-    retriever = build_retriever(name, RetrievalConfig())
+    retriever = build_retriever(name, RetrievalConfig.model_validate({"fusion": {"candidates": len(corpus)}}))
     retriever.index(corpus)
     whole = retriever.search(texts, 3)
     parts = retriever.components(texts)
@@ -37,3 +39,37 @@ def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> 
     blocked = retriever.search(texts, 3)
     np.testing.assert_array_equal(blocked.indices, whole.indices)
     np.testing.assert_array_equal(blocked.scores, whole.scores)
+
+
+@pytest.fixture(scope="module")
+def dev_sample():
+    questions = load_questions(None)
+    return questions, build_corpora(questions)
+
+
+def _gold_in_top3(retriever, corpus, rows) -> np.ndarray:
+    """Per question, whether its gold context is among the search's first three."""
+    asked, gold = rows.column("question").to_pylist(), rows.column("context_id").to_pylist()
+    top = retriever.search(asked, 3).indices[:, :3]
+    return np.array([corpus.positions[g] in row for g, row in zip(gold, top, strict=True)])
+
+
+@pytest.mark.parametrize("name", ["bm25_page", "bm25_focus"])
+def test_the_candidate_stage_drops_no_gold_the_full_scoring_ranks_in_the_top_3(dev_sample, name) -> None:
+    """Every dev question whose gold context the unrestricted search (every context scored by every component)
+    ranks in the top 3 keeps it there with the shipped number of candidates; with 2 candidates some would not, so
+    this check can fail."""
+    questions, corpora = dev_sample
+    for subset, corpus in corpora.items():
+        rows = questions.subset(subset).scored()
+        full = build_retriever(name, RetrievalConfig.model_validate({"fusion": {"candidates": len(corpus)}}))
+        full.index(corpus)
+        shipped, narrow = build_retriever(name, RetrievalConfig()), build_retriever(
+            name, RetrievalConfig.model_validate({"fusion": {"candidates": 2}})
+        )
+        shipped.index(corpus)
+        narrow.index(corpus)
+        expected = _gold_in_top3(full, corpus, rows)
+        assert expected.mean() > 0.95
+        assert not (expected & ~_gold_in_top3(shipped, corpus, rows)).any(), subset
+        assert (expected & ~_gold_in_top3(narrow, corpus, rows)).any(), subset

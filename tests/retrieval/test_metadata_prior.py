@@ -8,7 +8,8 @@ import pytest
 from t2rag.data import build_corpora, load_questions
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
-from t2rag.retrieval.metadata_prior import MetadataPrior, name_tokens
+from t2rag.retrieval.metadata_prior import MetadataPrior, name_tokens, named_report_years
+from t2rag.tokenize import numeric_tokenize
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +92,58 @@ def test_matching_is_vectorised_over_documents(corpora) -> None:
         alone = prior.features([questions[i]])
         for name, values in together.items():
             np.testing.assert_array_equal(values[i], alone[name][0])
+
+
+@pytest.mark.parametrize(
+    ("question", "years"),
+    [
+        ("In the 2019 financial report of Spirent Communications PLC, which year had a higher gross margin?", {2019}),
+        ("What was the ratio of hedged gallons in the fuel hedges table of Republic Services' 2015 consolidated "
+         "financial statements?", {2015}),
+        ("What was the increase in commitments from 2017 to 2018, as reported in the 2013 Form 10-K?", {2013}),
+        ("What did the annual report for fiscal year 2012 say about backlog?", {2012}),
+        ("What was the change in revenue from 2018 to 2019?", set()),
+    ],
+)  # fmt: skip
+def test_the_year_a_question_names_as_its_reports(question, years) -> None:
+    assert named_report_years(question) == years
+
+
+def test_report_named_is_the_report_year_the_question_names(corpora) -> None:
+    """On every real FinQA dev question: the feature is 1 exactly for the contexts of the named years' reports, and
+    where a question names one, it is its gold context's report year almost always."""
+    corpus = corpora["FinQA"]
+    years = np.array([int(y) for y in corpus.metadata["report_year"]])
+    rows = load_questions(None).subset("FinQA").scored()
+    questions, gold = rows.column("question").to_pylist(), rows.column("context_id").to_pylist()
+    named = MetadataPrior(corpus).features(questions)["report_named"]
+    hits = right = 0
+    for q, (question, context) in enumerate(zip(questions, gold, strict=True)):
+        expected = np.isin(years, list(named_report_years(question)))
+        np.testing.assert_array_equal(named[q] == 1, expected)
+        if expected.any():
+            hits += 1
+            right += bool(named[q, corpus.positions[context]])
+    assert hits > 200 and right / hits > 0.95
+
+
+@pytest.mark.parametrize(
+    ("subset", "question", "left"),
+    [
+        ("TAT-DQA", "What is the percentage change in order intake for Spirent Communications Plc between 2018 and "
+         "2019?", "what is the percentage change in order intake for between 2018 and 2019"),
+        ("FinQA", "What was the cumulative total return for Citi's common stock over five years?",
+         "what was the cumulative total return for s common stock over five years"),
+        ("FinQA", "By how much did AAPL's gross margin change in 2003?",
+         "by how much did s gross margin change in 2003"),
+        # a company the corpus does not hold, and a question naming none, keep every word
+        ("FinQA", "What was the average payment volume for American Express in 2007?",
+         "what was the average payment volume for american express in 2007"),
+        ("TAT-DQA", "What was the change in Total operating income from fiscal 2018 to fiscal 2019?",
+         "what was the change in total operating income from fiscal 2018 to fiscal 2019"),
+    ],
+)  # fmt: skip
+def test_the_words_naming_the_questions_company_are_left_out(corpora, subset, question, left) -> None:
+    """BM25 reads what is left of the question's numeric tokens: the name's words, prefixes ("citi") and ticker go."""
+    (words,) = MetadataPrior(corpora[subset]).company_words([question])
+    assert " ".join(t for t in numeric_tokenize(question) if t not in words) == left

@@ -11,7 +11,19 @@ import pytest
 from t2rag.data import build_corpora, load_questions
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k, recall_at_k
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
-from t2rag.retrieval.page_evidence import PageEvidence, content_words, figures, row_labels, word_pairs
+from t2rag.retrieval.page_evidence import (
+    TRIPLES,
+    PageEvidence,
+    _KeySets,
+    content_words,
+    figures,
+    hashed,
+    phrase_words,
+    row_labels,
+    stem,
+    word_pairs,
+    word_triples,
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +56,15 @@ def test_words_pairs_and_figures_of_a_question() -> None:
     question = "What was the change in Order Intake from $1,212.5 million in 2018 to 1500 in 2019?"
     assert content_words(question) == ["order", "intake", "million"]
     assert word_pairs(content_words(question)) == {("order", "intake"), ("intake", "million")}
+    assert word_triples(content_words(question)) == {("order", "intake", "million")}
     assert figures(question) == {"1212.5", "1500"}  # years are periods, not figures
+
+
+def test_plurals_fold_for_pairs_and_triples() -> None:
+    assert [stem(w) for w in ("fees", "liabilities", "gross", "status", "basis", "revenues", "tax")] == [
+        "fee", "liability", "gross", "status", "basis", "revenue", "tax"
+    ]  # fmt: skip
+    assert phrase_words("What were the servicing fees?") == phrase_words("the servicing fee") == ["servicing", "fee"]
 
 
 def test_every_feature_equals_a_direct_count(sample) -> None:
@@ -63,7 +83,7 @@ def test_every_feature_equals_a_direct_count(sample) -> None:
     label_idf = idf(label_words)
     for q, question in enumerate(asked):
         words = set(content_words(question))
-        pairs = word_pairs(content_words(question))
+        pairs, triples = word_pairs(phrase_words(question)), word_triples(phrase_words(question))
         numbers = {float(n) for n in figures(question)}  # figures match by value: "3.0" is "3"
         named = []
         for d, text in enumerate(texts):
@@ -71,11 +91,13 @@ def test_every_feature_equals_a_direct_count(sample) -> None:
             expect_rows = sum(label_idf[w] for w in known if w in label_words[d]) / (
                 sum(label_idf[w] for w in known) or 1
             )
-            expect_phrases = len(pairs & word_pairs(content_words(text))) / (len(pairs) or 1)
+            expect_phrases = len(pairs & word_pairs(phrase_words(text))) / (len(pairs) or 1)
+            expect_triples = len(triples & word_triples(phrase_words(text))) / (len(triples) or 1)
             expect_numbers = len(numbers & {float(n) for n in figures(text)}) / (len(numbers) or 1)
             named.append(max((sum(label_idf[w] for w in ls) for ls in labels[d] if ls and ls <= words), default=0.0))
             assert got["row_words"][q, d] == pytest.approx(expect_rows, abs=1e-5)
             assert got["phrases"][q, d] == pytest.approx(expect_phrases, abs=1e-6)
+            assert got["triples"][q, d] == pytest.approx(expect_triples, abs=1e-6)
             assert got["numbers"][q, d] == pytest.approx(expect_numbers, abs=1e-6)
         best = max(named) or 1.0
         np.testing.assert_allclose(got["line_item"][q], np.array(named) / best, atol=1e-5)
@@ -100,3 +122,17 @@ def test_bm25_page_tells_the_pages_of_one_report_apart(sample) -> None:
     assert 100 * mrr_at_k(page, 3) >= 96 and 100 * recall_at_k(page, 1) >= 93
     tat = {name: recall_at_k(ranks[name, "TAT-DQA"], 1) for name in ("bm25_meta", "bm25_page")}
     assert tat["bm25_page"] > tat["bm25_meta"] + 0.05
+
+
+def test_a_context_key_set_finds_exactly_the_keys_it_holds() -> None:
+    """The candidate features' lookup: each (question, candidate) count equals a direct count of shared keys."""
+    rng = np.random.default_rng(7)
+    held = [hashed(rng.integers(0, 500, rng.integers(0, 40)).astype(np.int64)) for _ in range(60)]
+    asks = [hashed(rng.integers(0, 500, rng.integers(0, 12)).astype(np.int64)) for _ in range(9)]
+    docs = rng.integers(0, 60, (9, 14))
+    others = [hashed(rng.integers(0, 500, rng.integers(0, 12)).astype(np.int64), TRIPLES) for _ in range(9)]
+    found = _KeySets(held).found(docs, [asks, others])
+    for q in range(9):
+        for c in range(14):
+            assert found[0, q, c] == len(set(asks[q].tolist()) & set(held[docs[q, c]].tolist()))
+            assert found[1, q, c] == len(set(others[q].tolist()) & set(held[docs[q, c]].tolist()))

@@ -27,7 +27,7 @@ def test_defaults_serve_the_sample_with_smollm2_and_every_online_method():
     assert names(settings.served_methods(config)) == [
         "pretrained_only",
         "oracle",
-        "bm25_page",  # the best retriever, served by default
+        "bm25_focus",  # the best retriever, served by default
         "bm25",
         "base",
         "hybrid_bm25",
@@ -54,7 +54,7 @@ def test_no_generator_serves_retrieval_only():
     settings = ServeSettings(generator="none")
     config = settings.run_config()
     assert config.generator is None
-    assert names(settings.served_methods(config)) == ["bm25_page", "bm25", "base", "hybrid_bm25", "hybrid_rrf"]
+    assert names(settings.served_methods(config)) == ["bm25_focus", "bm25", "base", "hybrid_bm25", "hybrid_rrf"]
     with pytest.raises(ConfigError, match="'oracle' cannot be served: it only answers"):
         ServeSettings(generator="none", methods=["oracle"]).served_methods(config)
 

@@ -87,7 +87,7 @@ def test_crag_ranks_again_with_its_fallback_when_nothing_is_relevant(ranked):
     grades = ['{"relevant": []}'] * 6
     out = _graded(resources, batch, grades)
     fallback = METHODS["crag"].fallback
-    assert fallback == "bm25_page" and METHODS[fallback].stages == ("retrieve",)
+    assert fallback == "bm25_focus" and METHODS[fallback].stages == ("retrieve",)
     again = run_chain(built(resources, ("retrieve",)), batch.select(["id", "subset", "question", "context_id"])
                       .append_column("method", pa.array([fallback] * 6)))  # fmt: skip
     crag = slice(3, 6)
