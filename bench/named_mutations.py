@@ -153,6 +153,125 @@ MUTATIONS = [
         ("tests/generation/test_vllm_cpu.py::test_records_equal_those_through_vllm_serve",),
         vllm=True,
     ),
+    # Issue 53: mutations of the newest code that passed the tests covering their module.
+    Mutation(
+        "significance: the randomization test one-sided (no absolute value on the permuted sums)",
+        (("t2rag/metrics/significance.py", "np.sum(np.abs(signs @ nonzero) >= observed", "np.sum((signs @ nonzero) >= observed"),),
+        ("tests/metrics/test_significance.py::test_the_randomization_test_is_two_sided",),
+    ),
+    Mutation(
+        "significance: the paired questions taken as A's instead of those both scored",
+        (("t2rag/metrics/significance.py", "keys = sorted(a.keys() & b.keys())", "keys = sorted(a.keys())"),
+         ("t2rag/metrics/significance.py", "vb = np.asarray([b[k] for k in keys])", "vb = np.asarray([b.get(k, 0.0) for k in keys])")),
+        ("tests/metrics/test_significance.py::test_only_the_questions_both_scored_are_paired",),
+    ),
+    Mutation(
+        "compare: the same-data check ignoring the pooled corpus and distractors",
+        (("t2rag/compare.py", 'for key in ("subsets", "pooled_corpus", "distractors")}', 'for key in ("subsets",)}'),),
+        ("tests/test_compare.py::test_runs_on_a_pooled_or_padded_corpus_are_not_paired_with_plain_ones",),
+    ),
+    Mutation(
+        "compare: a single named method checked against its own side instead of the other",
+        (("t2rag/compare.py", "other = b if a.method else a", "other = a if a.method else b"),),
+        ("tests/test_compare.py::test_one_named_method_must_be_on_the_other_side",),
+    ),
+    Mutation(
+        "findings: the headline lists the smallest differences first",
+        (("t2rag/findings.py", "-abs(d.diff)))", "abs(d.diff)))"),),
+        ("tests/test_findings.py::test_the_headline_lists_the_largest_differences_first",),
+    ),
+    Mutation(
+        "findings: the run's retrieval.k ignored (always 3)",
+        (("t2rag/findings.py", 'return int((((manifest or {}).get("config") or {}).get("retrieval") or {}).get("k") or 3)', "return 3"),),
+        ("tests/test_findings.py::test_outcomes_read_the_runs_own_k",),
+    ),
+    Mutation(
+        "outcomes: the gap to the oracle over the method's questions instead of those both answered",
+        (("t2rag/metrics/outcomes.py", "common = sorted(mine.keys() & theirs.keys())", "common = sorted(mine.keys())"),
+         ("t2rag/metrics/outcomes.py", 'o = np.asarray([theirs[i] for i in common], dtype=object) == "correct"',
+          'o = np.asarray([theirs.get(i) for i in common], dtype=object) == "correct"')),
+        ("tests/metrics/test_outcomes.py::test_the_gap_counts_only_questions_both_answered",),
+    ),
+    Mutation(
+        "explore: a page of the question list sliced offset:limit",
+        (("t2rag/explore/index.py", "found[offset : offset + limit]", "found[offset:limit]"),),
+        ("tests/explore/test_index.py::test_pages_follow_one_another",),
+    ),
+    Mutation(
+        "explore: /api/context of an unknown id answers 200 with a null text",
+        (("t2rag/explore/app.py", "        if text is None:\n            raise HTTPException(404, f\"context '{context_id}' is not in the run's data\")\n", ""),),
+        ("tests/explore/test_index.py::test_a_context_is_served_by_id_and_an_unknown_one_is_404",),
+    ),
+    Mutation(
+        "fusion_fit: the held-out score computed on the half it was fitted on",
+        (("t2rag/fusion_fit.py", "fit_weights(parts, components, 1 - f), f)", "fit_weights(parts, components, f), f)"),),
+        ("tests/test_fusion_fit.py::test_held_out_scores_each_half_with_the_other_halfs_weights",),
+    ),
+    Mutation(
+        "fusion_fit: Recall@5 counting ranks below 5",
+        (("t2rag/fusion_fit.py", "recall += float((rank <= 5).sum())", "recall += float((rank <= 10).sum())"),),
+        ("tests/test_fusion_fit.py::test_scores_of_known_ranks",),
+    ),
+    Mutation(
+        "fusion_fit: best_fit keeping fits above the cost budget",
+        (("t2rag/fusion_fit.py", "if max_cost is None or r.cost_vs_bm25 <= max_cost]", "]"),),
+        ("tests/test_fusion_fit.py::test_the_best_fit_stays_within_the_cost_budget",),
+    ),
+    Mutation(
+        "durable: a relative out not resolved under T2RAG_STORAGE before the working-directory check",
+        (("ray_jobs/durable.py", "    config = resolve_storage(config)\n    if not in_ray_job():", "    if not in_ray_job():"),),
+        ("tests/ray_jobs/test_durable.py::test_storage_root_resolves_relative_paths",),
+    ),
+    Mutation(
+        "durable: a path checked against the working directory without resolving it (`..` leads back in)",
+        (("ray_jobs/durable.py", "local = Path(path).expanduser().resolve()", "local = Path(path).expanduser()"),),
+        ("tests/ray_jobs/test_durable.py::test_a_path_that_resolves_into_the_working_directory_is_refused",),
+    ),
+    Mutation(
+        "durable: an absolute path under the current directory refused in a job without a working directory",
+        (("ray_jobs/durable.py", 'return "working_dir" in _job_runtime_env() and local.is_relative_to', "return local.is_relative_to"),),
+        ("tests/ray_jobs/test_durable.py::test_without_a_working_directory_a_path_under_the_current_one_is_durable",),
+    ),
+    Mutation(
+        "grammar_first: a repeat penalty silently dropped on the grammar-first path",
+        (("t2rag/generation/grammar_first.py", '        and options.get("repeat_penalty", 1.0) == 1.0\n', ""),),
+        ("tests/generation/test_grammar_first.py::test_only_neutral_greedy_options_take_the_grammar_first_path",),
+    ),
+    Mutation(
+        "vllm_engine: Serve LLM's prefix-aware router set only when prefix_reuse is off",
+        (("t2rag/generation/vllm_engine.py", "    if generator.prefix_reuse:\n        deployment[", "    if not generator.prefix_reuse:\n        deployment["),),
+        ("tests/generation/test_vllm_engine.py::test_the_prefix_aware_router_follows_prefix_reuse",),
+    ),
+    Mutation(
+        "registry: a sampling override replaces the preset's whole sampling",
+        (("t2rag/generation/registry.py", 'spec["sampling"] = {**merged["sampling"], **spec["sampling"]}', 'spec["sampling"] = dict(spec["sampling"])'),),
+        ("tests/generation/test_config.py::test_a_sampling_override_keeps_the_presets_other_sampling",),
+    ),
+    Mutation(
+        "fused: the dense component's weight ignored",
+        (("t2rag/retrieval/fused.py", "self._add_dense(fused, block, w.dense)", "self._add_dense(fused, block, 1.0)"),),
+        ("tests/retrieval/test_fused.py::test_every_weight_scales_its_component",),
+    ),
+    Mutation(
+        "fused: the lexical weight ignored",
+        (("t2rag/retrieval/fused.py", "fused *= w.lexical / np.where(best > 0, best, 1.0)", "fused *= 1.0 / np.where(best > 0, best, 1.0)"),),
+        ("tests/retrieval/test_fused.py::test_every_weight_scales_its_component",),
+    ),
+    Mutation(
+        "serve lanes: an admission slot freed only when a retrieval fails",
+        (("serve/lanes.py", "        finally:\n            lane.admission.done()", "        except BaseException:\n            lane.admission.done()\n            raise"),),
+        ("tests/serve/test_lanes.py::test_successful_retrievals_free_their_admission_slots",),
+    ),
+    Mutation(
+        "served chat: the request's temperature dropped before the generator",
+        (("serve/answering.py", '"temperature": body.temperature if body.temperature is not None else default.temperature,', '"temperature": default.temperature,'),),
+        ("tests/serve/test_answering.py::test_a_chats_parameters_and_system_text_reach_the_generator",),
+    ),
+    Mutation(
+        "served chat: the client's system message dropped before the generator",
+        (("serve/answering.py", 'json.loads(self.request["messages_json"]), system, turns)', 'json.loads(self.request["messages_json"]), "", turns)'),),
+        ("tests/serve/test_answering.py::test_a_chats_parameters_and_system_text_reach_the_generator",),
+    ),
 ]  # fmt: skip
 
 

@@ -7,12 +7,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from t2rag.cli import main
-from t2rag.compare import parse_side
+from t2rag.compare import Side, check_same_data, pairs, parse_side
+from t2rag.errors import InputError
 from t2rag.metrics.significance import compare
 from t2rag.pipeline.records import read_records
 
@@ -94,3 +96,27 @@ def test_refusals_are_one_line_and_exit_2(scripted_run, tiny_data, tmp_path, cap
 )
 def test_sides_name_a_run_and_optionally_a_method(spec, parsed):
     assert parse_side(spec) == parsed
+
+
+def _side(run: str, methods: list[str], data: dict | None, method: str | None = None):
+    records = pa.table({"method": methods, "id": [f"q{i}" for i in range(len(methods))]})
+    return Side(run, method, records, {"data": data} if data else None)
+
+
+@pytest.mark.parametrize("change", [{"pooled_corpus": True}, {"distractors": 1000}])
+def test_runs_on_a_pooled_or_padded_corpus_are_not_paired_with_plain_ones(change):
+    plain = {"subsets": {"FinQA": {"splits": ["dev"], "questions": 3, "contexts": 3}}, "pooled_corpus": False,
+             "distractors": 0}  # fmt: skip
+    check_same_data(_side("a", ["bm25"], plain), _side("b", ["bm25"], dict(plain)))
+    with pytest.raises(InputError, match="different data"):
+        check_same_data(_side("a", ["bm25"], plain), _side("b", ["bm25"], {**plain, **change}))
+
+
+def test_one_named_method_must_be_on_the_other_side():
+    a = _side("runA", ["bm25", "oracle"], None, method="oracle")
+    assert pairs(a, _side("runB", ["oracle"], None)) == [("oracle", "oracle")]
+    with pytest.raises(InputError, match="runB has no method 'oracle'"):
+        pairs(a, _side("runB", ["bm25"], None))
+    b = _side("runB", ["bm25", "oracle"], None, method="bm25")
+    with pytest.raises(InputError, match="runA has no method 'bm25'"):
+        pairs(_side("runA", ["oracle"], None), b)

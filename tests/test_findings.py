@@ -7,9 +7,14 @@ import csv
 import json
 import shutil
 
+import pyarrow as pa
+
 from t2rag.cli import main
+from t2rag.findings import attributed, headline
 from t2rag.metrics.outcomes import OUTCOMES, oracle_gap, outcome_counts
+from t2rag.metrics.significance import Difference
 from t2rag.pipeline.records import read_records
+from t2rag.reference import load_paper
 
 
 def _csv(path) -> list[dict]:
@@ -58,3 +63,33 @@ def test_the_report_leads_with_the_headline_and_writes_the_attribution(scripted_
         low, high = json.loads(r["95% CI"])
         assert low <= float(r["a - b"]) <= high
     assert "## Summary" in (run / "report" / "report.md").read_text()
+
+
+def _wrong_at_rank_4():
+    # bm25 answered wrong, with a number, no formula, the gold ranked 4th: read only when the run's k is 4 or more.
+    return pa.table({"method": ["bm25"], "subset": ["FinQA"], "id": ["q1"], "number_match": [False],
+                     "gold_rank": pa.array([4], pa.int32()), "prediction": [1.0],
+                     "formula": pa.nulls(1, pa.string()), "formula_ok": pa.nulls(1, pa.bool_())})  # fmt: skip
+
+
+def test_outcomes_read_the_runs_own_k():
+    def outcome(manifest):
+        return attributed(_wrong_at_rank_4(), manifest).column("outcome").to_pylist()
+
+    assert outcome({"config": {"retrieval": {"k": 5}}}) == ["wrong_number"]
+    assert outcome({"config": {"retrieval": {"k": 3}}}) == ["gold_not_read"]
+    assert outcome(None) == ["gold_not_read"]  # unknown: the default k of 3
+
+
+def test_the_headline_lists_the_largest_differences_first():
+    def diff(pair: str, metric: str, d: float) -> Difference:
+        return Difference(pair, "weighted", metric, 50 + d, 50, d, [d - 1, d + 1], 0.001, "t", 100)
+
+    found = [diff("a vs b", "mrr@3", 2.0), diff("a vs c", "number_match", -1.0), diff("b vs c", "mrr@3", -9.0),
+             diff("a vs d", "number_match", 5.0)]  # fmt: skip
+    empty = pa.table({"method": pa.array([], pa.string()), "subset": pa.array([], pa.string()),
+                      "id": pa.array([], pa.string()), "outcome": pa.array([], pa.string())})  # fmt: skip
+    text = headline({}, empty, load_paper(), found, [True] * 4, {"x": "report/x.md"})
+    listed = [line.split(": ")[1] for line in text.splitlines() if line.startswith(("- mrr@3", "- number_match"))]
+    # Number Match first, then MRR@3, each by the size of the difference
+    assert listed == ["a vs d", "a vs c", "b vs c", "a vs b"], text

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from t2rag.cli import main
 from t2rag.config import load_config
-from t2rag.retrieval.fused import FITTED_WEIGHTS
+from t2rag.fusion_fit import FitResult, SubsetParts, best_fit, fit_weights, held_out, score_weights
+from t2rag.retrieval.fused import FITTED_WEIGHTS, FusionWeights
 from tests.conftest import copy_sample
 
 BEST = Path(__file__).parents[1] / "configs" / "best_retrieval.yaml"
@@ -55,3 +57,42 @@ def test_best_retrieval_config_runs_on_a_dataset_path(tmp_path, capsys) -> None:
     fin = result["methods"][method]["subsets"]["FinQA"]
     assert fin["questions"] == 883 and "number_match" not in fin
     assert fin["mrr@3"] > 76.82 + 15 and fin["recall@5"] > 95
+
+
+def _parts(ranks: list[int], docs: int = 8):
+    """One subset whose single component `lexical` ranks each question's gold (document 0) at the given rank."""
+    scores = np.tile(np.arange(docs, 0, -1, dtype=np.float64), (len(ranks), 1))  # document d ranked d + 1
+    for row, rank in enumerate(ranks):
+        scores[row, [0, rank - 1]] = scores[row, [rank - 1, 0]]
+    n = len(ranks)
+    return SubsetParts({"lexical": scores}, np.zeros(n, int), np.arange(n) % 2, [f"q{i}" for i in range(n)])
+
+
+def test_scores_of_known_ranks() -> None:
+    scores = score_weights([_parts([1, 2, 4, 6])], {"lexical": 1.0}, None)
+    assert (scores.mrr_at_3, scores.recall_at_1, scores.recall_at_5, scores.questions) == (37.5, 25.0, 75.0, 4)
+    assert score_weights([_parts([1, 2, 4, 6])], {"lexical": 1.0}, 1).recall_at_5 == 50.0  # ranks 2 and 6
+
+
+def test_held_out_scores_each_half_with_the_other_halfs_weights() -> None:
+    # The gold (document 0) is marked by component `a` in fold 0 and by `b` in fold 1, and each fold's other
+    # component marks a wrong document: weights fitted on one half rank the other half's gold last.
+    n, docs = 20, 4
+    fold = np.arange(n) % 2
+    a, b = np.zeros((n, docs)), np.zeros((n, docs))
+    a[fold == 0, 0], b[fold == 0, 1] = 1.0, 1.0
+    b[fold == 1, 0], a[fold == 1, 1] = 1.0, 1.0
+    parts = [SubsetParts({"a": a, "b": b}, np.zeros(n, int), fold, [f"q{i}" for i in range(n)])]
+    assert fit_weights(parts, ("a", "b"), 0)["a"] > fit_weights(parts, ("a", "b"), 0)["b"]
+    unseen = held_out(parts, ("a", "b"))
+    assert unseen.questions == n and unseen.recall_at_1 == 0.0
+
+
+def test_the_best_fit_stays_within_the_cost_budget() -> None:
+    def fit(method: str, mrr: float, cost: float) -> FitResult:
+        return FitResult(method, FusionWeights(), 10, mrr, 0.0, 0.0, mrr, 0.0, cost)
+
+    fits = [fit("cheap", 90.0, 1.5), fit("dear", 97.0, 3.5), fit("middle", 95.0, 2.5)]
+    assert best_fit(fits, 3.0).method == "middle"
+    assert best_fit(fits, None).method == "dear"
+    assert best_fit(fits, 1.0).method == "dear"  # none within the budget: the best of all

@@ -322,6 +322,17 @@ def _generation(future: Future, seconds: float) -> Generation:
 PREFIX_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
 
 
+def deployment_config(generator: VLLMConfig) -> dict[str, Any]:
+    """The Serve deployment options of a vLLM generator: its fixed replica count and, with `prefix_reuse`, Serve
+    LLM's prefix-aware router (online requests come one at a time; see the README)."""
+    deployment: dict[str, Any] = {
+        "autoscaling_config": {"min_replicas": generator.replicas, "max_replicas": generator.replicas}
+    }
+    if generator.prefix_reuse:
+        deployment["request_router_config"] = {"request_router_class": PREFIX_ROUTER}
+    return deployment
+
+
 def llm_config(generator: VLLMConfig) -> Any:
     """Ray Serve LLM's `LLMConfig` for a vLLM generator config."""
     try:
@@ -331,16 +342,11 @@ def llm_config(generator: VLLMConfig) -> Any:
             "serving a vllm generator needs Ray Serve LLM, which imports only with vllm installed "
             "(pip install 't2rag[gpu]')"
         ) from exc
-    deployment: dict[str, Any] = {
-        "autoscaling_config": {"min_replicas": generator.replicas, "max_replicas": generator.replicas}
-    }
-    if generator.prefix_reuse:  # online requests one at a time: Serve LLM's prefix-aware router (see the README)
-        deployment["request_router_config"] = {"request_router_class": PREFIX_ROUTER}
     return LLMConfig(
         model_loading_config={"model_id": generator.model, "model_source": model_source(generator)},
         runtime_env=engine_runtime_env(generator),
         engine_kwargs=vllm_engine_kwargs(generator),
-        deployment_config=deployment,
+        deployment_config=deployment_config(generator),
         accelerator_type=generator.accelerator_type,
         # vLLM's CPU platform refuses Ray workers; Serve LLM uses its multiprocessing executor for a CPU config.
         accelerator_config={"kind": "cpu"} if generator.device == "cpu" else None,

@@ -9,7 +9,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from fastapi.testclient import TestClient
 
+from t2rag.explore.app import build_app
 from t2rag.explore.index import load_run
 from t2rag.pipeline.records import read_records
 from tests.conftest import SCRIPTED_METHODS, upload_dir
@@ -73,3 +75,20 @@ def test_records_without_the_outcome_column_get_it(index, scripted_run, tmp_path
     assert again.records.column("outcome").to_pylist() == index.records.column("outcome").to_pylist()
     key = index.question_list("oracle", None, "correct", None, 0, 1)["rows"][0]
     assert again.question_detail(key["subset"], key["id"])["answers"][0]["outcome"] is not None
+
+
+def test_pages_follow_one_another(index):
+    whole = index.question_list(None, "FinQA", None, None, 0, 60)["rows"]
+    pages = [index.question_list(None, "FinQA", None, None, offset, 20) for offset in (0, 20, 40)]
+    assert [p["offset"] for p in pages] == [0, 20, 40] and all(len(p["rows"]) == 20 for p in pages)
+    assert [r for p in pages for r in p["rows"]] == whole
+
+
+def test_a_context_is_served_by_id_and_an_unknown_one_is_404(index, scripted_run):
+    gold = read_records(scripted_run, ["subset", "id"]).slice(0, 1).to_pylist()[0]
+    detail = index.question_detail(gold["subset"], gold["id"])
+    client = TestClient(build_app(index))
+    served = client.get(f"/api/context/{detail['gold_context_id']}")
+    assert served.status_code == 200 and served.json()["text"] == detail["gold_context"]
+    missing = client.get("/api/context/no-such-context")
+    assert missing.status_code == 404 and "no-such-context" in missing.json()["detail"]

@@ -26,6 +26,13 @@ def test_resolve_preset_with_overrides():
         resolve_generator("gpt-9")
 
 
+def test_a_sampling_override_keeps_the_presets_other_sampling():
+    # The reasoning preset's long max_tokens survives a temperature override (the default would cut its thinking).
+    cfg = resolve_generator({"preset": "qwq-32b-awq", "sampling": {"temperature": 0.6, "seed": 7}})
+    assert (cfg.sampling.temperature, cfg.sampling.seed, cfg.sampling.max_tokens) == (0.6, 7, 8192)
+    assert PRESETS["qwq-32b-awq"].sampling.max_tokens == 8192 != type(cfg.sampling)().max_tokens
+
+
 def test_run_config_accepts_preset_names_and_flag_overrides(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("generator: vllm\nmethods: [oracle]\n")

@@ -1,4 +1,5 @@
-"""Grammar-first greedy sampling picks exactly the tokens of llama.cpp's own sampler chain (SmolLM2, real decoding)."""
+"""Grammar-first greedy sampling picks exactly the tokens of llama.cpp's own sampler chain (SmolLM2, real decoding),
+and only options that change no logits take it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from t2rag.generation.grammar_first import grammar_first
+from t2rag.generation.grammar_first import _neutral_greedy, grammar_first
 from t2rag.prompts import ANSWER_SCHEMA
-
-pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 FORMAT = {"type": "json_object", "schema": ANSWER_SCHEMA}
 ASKED_FOR_JSON = [
@@ -42,6 +41,8 @@ def complete(llm: Any, messages: list[dict[str, str]], max_tokens: int = 96, **o
 
 
 @pytest.mark.parametrize("messages", [ASKED_FOR_JSON, ASKED_FOR_PROSE], ids=["json", "prose"])
+@pytest.mark.llm
+@pytest.mark.slow
 def test_same_tokens_as_the_sampler_chain(llm: Any, messages: list[dict[str, str]]) -> None:
     chain = complete(llm, messages, temperature=0.0)
     with grammar_first(llm) as used:
@@ -55,12 +56,16 @@ def test_same_tokens_as_the_sampler_chain(llm: Any, messages: list[dict[str, str
     assert sampler.masked_steps < sampler.steps
 
 
+@pytest.mark.llm
+@pytest.mark.slow
 def test_output_keeps_to_the_schema_when_the_model_wants_prose(llm: Any) -> None:
     with grammar_first(llm):
         text = complete(llm, ASKED_FOR_PROSE, temperature=0.0, max_tokens=400)["choices"][0]["message"]["content"]
     assert set(ANSWER_SCHEMA["required"]) <= json.loads(text).keys()
 
 
+@pytest.mark.llm
+@pytest.mark.slow
 def test_sampling_and_free_text_keep_the_chain(llm: Any) -> None:
     with grammar_first(llm) as used:
         complete(llm, ASKED_FOR_JSON, temperature=0.7, seed=1)
@@ -68,3 +73,16 @@ def test_sampling_and_free_text_keep_the_chain(llm: Any) -> None:
         llm.create_chat_completion(messages=ASKED_FOR_PROSE, max_tokens=8, temperature=0.0)
     assert used == []
     assert "_init_sampler" not in vars(llm)  # the instance is left as it was
+
+
+@pytest.mark.parametrize(
+    ("change", "neutral"),
+    [({}, True), ({"repeat_penalty": 1.1}, False), ({"frequency_penalty": 0.5}, False),
+     ({"presence_penalty": 0.5}, False), ({"temp": 0.7}, False), ({"logits_processor": object()}, False)],
+)  # fmt: skip
+def test_only_neutral_greedy_options_take_the_grammar_first_path(change: dict, neutral: bool) -> None:
+    # Anything that changes the logits (a penalty, a processor) or samples must keep llama-cpp-python's chain:
+    # the grammar-first path would silently drop it.
+    options = {"temp": 0.0, "logits_processor": None, "repeat_penalty": 1.0, "frequency_penalty": 0.0,
+               "presence_penalty": 0.0, **change}  # fmt: skip
+    assert _neutral_greedy(options) is neutral

@@ -13,7 +13,14 @@ import pytest
 from t2rag.generation.base import SamplingParams
 from t2rag.generation.models import PACKAGED_MODELS
 from t2rag.generation.registry import PRESETS
-from t2rag.generation.vllm_engine import EngineFeed, model_source, sampling_dict, vllm_engine_kwargs
+from t2rag.generation.vllm_engine import (
+    PREFIX_ROUTER,
+    EngineFeed,
+    deployment_config,
+    model_source,
+    sampling_dict,
+    vllm_engine_kwargs,
+)
 from t2rag.prompts import ANSWER_SCHEMA
 from tests.conftest import requires_vllm
 
@@ -26,6 +33,14 @@ def test_engine_settings_come_from_the_preset_and_the_run():
     assert kwargs["tensor_parallel_size"] == 1 and kwargs["quantization"] == "awq_marlin"
     assert kwargs["enable_prefix_caching"] is True  # all prompts share the system prompt
     assert model_source(cfg) == "casperhansen/llama-3.3-70b-instruct-awq"
+
+
+def test_the_prefix_aware_router_follows_prefix_reuse():
+    preset = PRESETS["vllm-cpu-smollm2"].model_copy(update={"replicas": 3})
+    routed = deployment_config(preset)
+    assert routed["request_router_config"] == {"request_router_class": PREFIX_ROUTER}
+    assert routed["autoscaling_config"] == {"min_replicas": 3, "max_replicas": 3}
+    assert "request_router_config" not in deployment_config(preset.model_copy(update={"prefix_reuse": False}))
 
 
 def test_sampling_constrains_json_only_where_asked():

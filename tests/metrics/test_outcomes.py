@@ -110,3 +110,17 @@ def test_where_a_grade_chose_the_contexts_the_gold_was_read_only_when_chosen():
         "reader_ids": pa.array([["a"], ["a", "g"], None, ["g"]], pa.list_(pa.string())),
     })  # fmt: skip
     assert gold_read(records, 3, readers_of(["self_rag"])).tolist() == [False, True, True, True]
+
+
+def test_the_gap_counts_only_questions_both_answered():
+    # bm25 answered q1..q4, the oracle q1..q3 (q4 failed before an answer): the gap is over q1..q3 only.
+    rows = [("bm25", "q1", "correct"), ("bm25", "q2", "gold_not_read"), ("bm25", "q3", "wrong_number"),
+            ("bm25", "q4", "correct"),
+            ("oracle", "q1", "correct"), ("oracle", "q2", "correct"), ("oracle", "q3", "wrong_number"),
+            ("oracle", "q4", None)]  # fmt: skip
+    method, ids, outcome = (list(c) for c in zip(*rows, strict=True))
+    records = pa.table({"method": method, "subset": ["FinQA"] * len(rows), "id": ids, "outcome": outcome})
+    gap = oracle_gap(records, "bm25")
+    assert gap == {"questions": 3, "method_nm": 33.33, "oracle_nm": 66.67, "gap": 33.33,
+                   "lost_to_retrieval": 33.33, "lost_to_reading": 0.0, "gained": 0.0}  # fmt: skip
+    assert oracle_gap(records, "pretrained_only") is None

@@ -4,6 +4,7 @@ randomization test at its two extremes, intervals and Holm's correction."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from scipy.stats import binomtest
@@ -99,3 +100,38 @@ def test_significance_families_are_one_metric_and_subset(records):
     for metric, subset in {(d.metric, d.subset) for d in found}:
         family = [i for i, d in enumerate(found) if (d.metric, d.subset) == (metric, subset)]
         assert [held[i] for i in family] == holm([found[i].p_value for i in family])
+
+
+def test_the_randomization_test_is_two_sided():
+    # Ten differences: every one of the 2^10 sign vectors enumerated gives the exact two-sided p-value, which the
+    # 10,000 random ones must approach (a one-sided test would give about half of it).
+    diffs = np.array([-3.0, -2.0, -2.0, -1.0, -1.0, -1.0, 1.0, -4.0, 2.0, -1.5])
+    signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * len(diffs))).reshape(len(diffs), -1).T
+    exact = float(np.mean(np.abs(signs @ diffs) >= abs(diffs.sum()) - 1e-9))
+    assert 0.05 < exact < 0.2
+    assert randomization_p(diffs) == pytest.approx(exact, abs=0.015)
+    assert randomization_p(-diffs) == pytest.approx(exact, abs=0.015)
+
+
+def _small_records(rows: list[tuple[str, str, str, bool | None, int | None]]):
+    method, subset, ids, nm, rank = (list(c) for c in zip(*rows, strict=True))
+    return pa.table({"method": method, "subset": subset, "id": ids,
+                     "number_match": pa.array(nm, pa.bool_()), "gold_rank": pa.array(rank, pa.int64())})  # fmt: skip
+
+
+def test_only_the_questions_both_scored_are_paired():
+    # A scored q1..q4, B only q1..q3: the pairs are q1..q3, and A's q4 (right, rank 1) counts nowhere.
+    records = _small_records(
+        [("a", "FinQA", "q1", True, 1), ("a", "FinQA", "q2", True, 2), ("a", "FinQA", "q3", False, 0),
+         ("a", "FinQA", "q4", True, 1),
+         ("b", "FinQA", "q1", False, 3), ("b", "FinQA", "q2", True, 1), ("b", "FinQA", "q3", False, 1),
+         ("b", "FinQA", "q5", True, 1)]
+    )  # fmt: skip
+    rows = {(d.metric, d.subset): d for d in compare(records, "a", records, "b", ["number_match", "mrr@3"])}
+    nm = rows[("number_match", "weighted")]
+    assert nm.questions == 3
+    assert nm.a == pytest.approx(200 / 3, abs=1e-3) and nm.b == pytest.approx(100 / 3, abs=1e-3)
+    assert nm.p_value == pytest.approx(binomtest(1, 1, 0.5).pvalue)
+    mrr = rows[("mrr@3", "weighted")]
+    # a: 1, 1/2, 0 (gold not in its ranking); b: 1/3, 1, 1
+    assert mrr.questions == 3 and mrr.a == pytest.approx(50.0) and mrr.b == pytest.approx(700 / 9, abs=1e-3)

@@ -60,3 +60,21 @@ def test_storage_root_resolves_relative_paths(job, monkeypatch):
     monkeypatch.setenv(STORAGE_ENV, "relative/root")
     with pytest.raises(ConfigError, match="an s3:// prefix or an absolute path"):
         durable(_config("runs/x"))
+
+
+def test_a_path_that_resolves_into_the_working_directory_is_refused(job):
+    # Absolute and, as written, beside the job's working directory, but `..` leads back into it.
+    roundabout = f"{job.parent}/elsewhere/../{job.name}/runs"
+    assert vanishing(roundabout)
+    with pytest.raises(ConfigError, match="would be written inside"):
+        durable(_config(roundabout))
+
+
+def test_without_a_working_directory_a_path_under_the_current_one_is_durable(monkeypatch, tmp_path):
+    # A job submitted without --working-dir runs where it was started (shared storage, say): nothing vanishes.
+    monkeypatch.setenv(JOB_CONFIG_ENV, json.dumps({"runtime_env": {}}))
+    monkeypatch.delenv(STORAGE_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert not vanishing(str(tmp_path / "runs"))
+    assert durable(_config(str(tmp_path / "runs"))).out == str(tmp_path / "runs")
+    assert vanishing("runs")  # a relative path is still refused: where it lands depends on the node

@@ -41,6 +41,27 @@ def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> 
     np.testing.assert_array_equal(blocked.scores, whole.scores)
 
 
+@pytest.mark.parametrize("name", ["hybrid_chunked", "hybrid_meta", "bm25_focus"])
+def test_every_weight_scales_its_component(tmp_path, name) -> None:
+    """Weights other than the fitted ones (lexical too, which the fits scale to 1) each scale their component."""
+    questions = load_questions(None)
+    corpus = build_corpora(questions)["FinQA"]
+    texts = questions.subset("FinQA").table.column("question").to_pylist()[:40]
+    fitted = fused.FITTED_WEIGHTS[name]
+    factors = iter([1.7, 0.4, 2.3, 0.9, 1.3, 0.7, 1.9, 0.5, 1.1, 2.9, 0.3, 1.5])
+    weights = {c: round(getattr(fitted, c) * next(factors), 3) for c in fitted.used()}
+    config = RetrievalConfig.model_validate({
+        "embedder": {"model": "hashing", "max_seq_length": 96}, "index_uri": str(tmp_path),
+        "fusion": {"candidates": len(corpus), "weights": {name: weights}},
+    })  # fmt: skip
+    retriever = build_retriever(name, config)
+    retriever.index(corpus)
+    parts = retriever.components(texts)
+    assert set(parts) == set(weights) and weights["lexical"] != 1.0
+    expected = sum(weights[c] * values.astype(np.float64) for c, values in parts.items())
+    np.testing.assert_allclose(retriever.fused_scores(texts), expected, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def dev_sample():
     questions = load_questions(None)
@@ -64,8 +85,9 @@ def test_the_candidate_stage_drops_no_gold_the_full_scoring_ranks_in_the_top_3(d
         rows = questions.subset(subset).scored()
         full = build_retriever(name, RetrievalConfig.model_validate({"fusion": {"candidates": len(corpus)}}))
         full.index(corpus)
-        shipped, narrow = build_retriever(name, RetrievalConfig()), build_retriever(
-            name, RetrievalConfig.model_validate({"fusion": {"candidates": 2}})
+        shipped, narrow = (
+            build_retriever(name, RetrievalConfig()),
+            build_retriever(name, RetrievalConfig.model_validate({"fusion": {"candidates": 2}})),
         )
         shipped.index(corpus)
         narrow.index(corpus)
