@@ -272,6 +272,22 @@ MUTATIONS = [
         (("serve/answering.py", 'json.loads(self.request["messages_json"]), system, turns)', 'json.loads(self.request["messages_json"]), "", turns)'),),
         ("tests/serve/test_answering.py::test_a_chats_parameters_and_system_text_reach_the_generator",),
     ),
+    # Issue 51: the estimate's arithmetic.
+    Mutation(
+        "plan: GPU-hours without the evaluation pools' GPUs",
+        (("ray_jobs/preflight.py", "gpu_hours = (held + indexing + streaming) / 3600", "gpu_hours = (held + indexing) / 3600"),),
+        ("tests/ray_jobs/test_preflight.py::test_gpu_hours_count_every_pool_for_the_time_it_holds_its_gpus",),
+    ),
+    Mutation(
+        "plan: answers timed by every prompt token (prefix reuse ignored)",
+        (("ray_jobs/preflight.py", "seconds = g.to_compute / rate.prompt_tokens_per_s", "seconds = g.prompt_tokens / rate.prompt_tokens_per_s"),),
+        ("tests/ray_jobs/test_preflight.py::test_answer_time_is_the_tokens_to_compute_over_the_rate_per_gpu_of_every_replica",),
+    ),
+    Mutation(
+        "plan: a GPU rate not scaled by a replica's GPUs",
+        (("ray_jobs/preflight.py", 'scale = pool.actors * (pool.gpus if rate.device == "gpu" else 1.0)', "scale = pool.actors * 1.0"),),
+        ("tests/ray_jobs/test_preflight.py::test_answer_time_is_the_tokens_to_compute_over_the_rate_per_gpu_of_every_replica",),
+    ),
 ]  # fmt: skip
 
 

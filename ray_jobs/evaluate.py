@@ -33,6 +33,7 @@ from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
 from t2rag.errors import T2RagError, first_line
 from t2rag.methods import ANSWER_TAIL
+from t2rag.pipeline.model_check import require_models
 from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
 from t2rag.pipeline.records import RECORDS_DIR, to_answer_inputs, to_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
@@ -77,6 +78,7 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
     resources = Resources(config, log=StageLog())
     with ray_session(config.ray):
         require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
+        require_models(config, resources.questions)  # and what needs a model that cannot be had
         with claim_run(config, resources.questions, overwrite), GeneratorService(config) as service:
             return _run(config, resources, started, service)
 

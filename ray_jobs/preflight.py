@@ -18,6 +18,7 @@ from ray_jobs.pools import PoolSpec, run_pools
 from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
 from t2rag.methods import get_method
+from t2rag.pipeline.model_check import ModelNeed, needed_models
 from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.rates import Rates, load_rates
 from t2rag.resources import Resources
@@ -79,6 +80,7 @@ class RunPlan:
     target: Target
     fits: dict[str, Fit]  # phase (or "index: <pool>") -> outcome
     estimate: Estimate
+    models: list[ModelNeed] = field(default_factory=list)  # what the run loads, checked on this machine
 
     @property
     def refusal(self) -> str | None:
@@ -98,6 +100,7 @@ class RunPlan:
             "workload": self.workload.to_dict(),
             "pools": [p.to_dict() for p in self.pools],
             "model_loads": self.model_loads(),
+            "models": [m.to_dict() for m in self.models],
             "target": {"description": self.target.description, "nodes": [asdict(n) for n in self.target.nodes]},
             "fits": self.refusal is None,
             "refusal": self.refusal,
@@ -180,6 +183,7 @@ def make_plan(config: RunConfig, target: Target, resources: Resources | None = N
         target,
         check_fit(pools, target.nodes),
         estimate(config, pools, workload, rates),
+        needed_models(config, work),
     )
 
 
@@ -328,6 +332,10 @@ def render(plan: RunPlan) -> str:
               markdown_table(["phase", "role", "stages", "engine", "model", "actors", "CPU each", "GPU each",
                               "TP", "model loads"], pool_rows)]  # fmt: skip
     lines += ["", "Model loads: " + (", ".join(f"{m} x{n}" for m, n in plan.model_loads().items()) or "none")]
+    if plan.models:
+        lines += ["", "Models, and whether this machine can have them (a run checks again where it starts):"]
+        lines += [f"- {m.role} {m.model} (for {', '.join(m.methods)}): {'yes' if m.available else 'NO'}, {m.where}"
+                  for m in plan.models]  # fmt: skip
     lines += ["", f"Target: {plan.target.description}"]
     refusal = plan.refusal
     lines.append(f"Fits: {'yes' if refusal is None else 'NO: ' + refusal}")

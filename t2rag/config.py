@@ -141,6 +141,9 @@ class RunConfig(BaseModel):
     runner: Literal["local", "ray"] = "local"  # this process, or Ray (ray_jobs)
     ray: RayConfig = RayConfig()  # pools and cluster of `runner: ray`
     estimate: EstimateConfig = EstimateConfig()  # what `t2rag plan` assumes
+    #: Refuse, before any work, a run that needs a model this machine cannot have (not a local directory, not in
+    #: the cache, the Hub not reachable); off where a cluster's workers hold models its driver does not.
+    check_models: bool = True
 
     @field_validator("generator", mode="before")
     @classmethod
@@ -182,7 +185,7 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location, the runner or the placement)."""
-        skip = {"out", "runner", "name", "ray", "estimate", "max_attempts"}
+        skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models"}
         payload = self.model_dump(exclude={**dict.fromkeys(skip, True), "generator": {"replicas", "batch_size"}})
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from t2rag.generation.base import Generator
 from t2rag.generation.config import GeneratorConfig
+from t2rag.model_access import Availability
 
 #: How an engine takes several requests: one after another in its process, concurrently (an HTTP client), or into
 #: one running batch (vLLM's continuous batching).
@@ -54,6 +55,10 @@ class Engine(ABC):
 
     @abstractmethod
     def capabilities(self, config: Any) -> Capabilities: ...
+
+    def weights(self, config: Any) -> Availability:
+        """Whether the weights a replica loads can be had on this machine (not checked by default)."""
+        return Availability(True, f"not checked (engine {self.name})")
 
     def variant(self, config: Any) -> str:
         """What else about the weights changes the outputs (a quantisation), "" when nothing does."""

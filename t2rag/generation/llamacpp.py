@@ -21,7 +21,8 @@ from t2rag.generation.base import ChatRequest, Delta, Generation, Generator, Mes
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.engine import Capabilities, Engine
 from t2rag.generation.grammar_first import grammar_first
-from t2rag.generation.models import PACKAGED_MODELS, resolve_gguf
+from t2rag.generation.models import PACKAGED_MODELS, packaged_availability, resolve_gguf
+from t2rag.model_access import Availability
 from t2rag.model_loads import record_load
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ class LlamaCppEngine(Engine):
 
     def for_serving(self, config: LlamaCppConfig) -> LlamaCppConfig:
         return config.model_copy(update={"prompt_cache": False})
+
+    def weights(self, config: LlamaCppConfig) -> Availability:
+        return packaged_availability(config.model)
 
 
 class ContextOverflow(Exception):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t2rag.errors import ConfigError
+from t2rag.model_access import Availability
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,21 @@ def resolve_gguf(model: str) -> Path:
             raise ConfigError(f"model '{model}' is not installed: {spec.pip}")
         return Path(next(iter(found.submodule_search_locations))) / filename
     return _assemble(spec)
+
+
+def packaged_availability(model: str) -> Availability:
+    """Whether a packaged model (or a GGUF path) is installed, without assembling its parts."""
+    if model.endswith(".gguf") or os.sep in model:
+        found = Path(model).expanduser().is_file()
+        return Availability(found, f"GGUF file {model}" if found else f"no such GGUF file: {model}")
+    spec = PACKAGED_MODELS.get(model)
+    if spec is None:
+        return Availability(False, f"not a packaged model ({', '.join(PACKAGED_MODELS)}) nor a .gguf path")
+    modules = [spec.file_in_package[0]] if spec.file_in_package else list(spec.parts)
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        return Availability(False, f"not installed: {spec.pip}")
+    return Availability(True, f"installed ({spec.description})")
 
 
 def _assemble(spec: PackagedModel) -> Path:

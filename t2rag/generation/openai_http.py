@@ -30,6 +30,7 @@ from t2rag.generation.base import (
 )
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.engine import Capabilities, Engine
+from t2rag.model_access import Availability
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class OpenAIEngine(Engine):
 
     def build(self, config: OpenAIConfig) -> Generator:
         return OpenAIHTTPGenerator(config)
+
+    def weights(self, config: OpenAIConfig) -> Availability:
+        return Availability(True, f"served by {config.base_url} (not checked here)")
 
     def capabilities(self, config: OpenAIConfig) -> Capabilities:
         return Capabilities(

@@ -29,8 +29,8 @@ from t2rag.errors import ConfigError, EngineRefused, first_line
 from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, Generator, SamplingParams, rejected
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.engine import Capabilities, Engine, Placement
-from t2rag.generation.models import PACKAGED_MODELS
-from t2rag.model_access import loading
+from t2rag.generation.models import PACKAGED_MODELS, packaged_availability
+from t2rag.model_access import Availability, hub_availability, loading
 from t2rag.model_loads import record_load
 
 if TYPE_CHECKING:
@@ -71,6 +71,12 @@ class VLLMEngine(Engine):
 
     def build(self, config: VLLMConfig) -> Generator:
         return VLLMGenerator(config)
+
+    def weights(self, config: VLLMConfig) -> Availability:
+        # A packaged model is exported to Hugging Face's layout from its installed GGUF at the first load.
+        if config.model in PACKAGED_MODELS:
+            return packaged_availability(config.model)
+        return hub_availability(config.model)
 
     def capabilities(self, config: VLLMConfig) -> Capabilities:
         return Capabilities(

@@ -13,6 +13,7 @@ from t2rag.generation.prefix import prefix_order
 from t2rag.generation.registry import engine_of
 from t2rag.methods import ANSWER_TAIL
 from t2rag.model_loads import loads, loads_since
+from t2rag.pipeline.model_check import require_models
 from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
 from t2rag.pipeline.records import new_part_name, to_answer_inputs, to_records, write_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
@@ -56,6 +57,7 @@ class LocalEngine:
     def run(self, overwrite: bool = False) -> dict:
         started = time.time()
         before = loads()
+        require_models(self.config, self.resources.questions)  # before any work: seconds, not after hours
         with claim_run(self.config, self.resources.questions, overwrite):
             try:
                 attempts = run_attempts(self.config, self.config.max_attempts, self.pending, self.compute)

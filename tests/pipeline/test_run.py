@@ -6,6 +6,8 @@ import json
 import os
 import socket
 import subprocess
+import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -94,13 +96,30 @@ def test_data_with_nothing_to_score_is_refused(tmp_path, capsys):
     assert err.count("\n") == 1 and "no question to score" in err
 
 
-def test_a_model_that_cannot_be_loaded_ends_the_run_at_once_with_one_line(tiny_data, tmp_path, capsys, caplog):
-    """No retry or rerun mends a missing model: one attempt, one line naming the model and how to provide it."""
+def _missing_reranker(tiny_data, tmp_path, **fields) -> Path:
     config = tmp_path / "rerank.yaml"
-    fields = {"data": {"source": tiny_data}, "methods": ["reranker"], "retrieval_only": True,
+    fields = {"data": {"source": tiny_data}, "methods": ["bm25", "reranker"], "retrieval_only": True,
               "out": str(tmp_path / "r"), "max_attempts": 3,
-              "retrieval": {"reranker": {"model": "no-such-org/no-such-cross-encoder"}}}  # fmt: skip
+              "retrieval": {"reranker": {"model": "no-such-org/no-such-cross-encoder"}}, **fields}  # fmt: skip
     config.write_text(json.dumps(fields))
+    return config
+
+
+def test_a_run_needing_a_model_it_cannot_have_is_refused_before_any_work(tiny_data, tmp_path, capsys):
+    started = time.monotonic()
+    assert main(["eval", "--config", str(_missing_reranker(tiny_data, tmp_path))]) == 2
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("t2rag: error: this run needs models it cannot have here, so nothing")
+    assert "the reranker 'no-such-org/no-such-cross-encoder' (for reranker): not a local directory" in err[0]
+    assert "HF_HUB_OFFLINE is set" in err[0] and "`hf download no-such-org/no-such-cross-encoder`" in err[0]
+    assert not (tmp_path / "r").exists()  # nothing written, not even bm25's records
+
+
+def test_a_model_that_cannot_be_loaded_ends_the_run_at_once_with_one_line(tiny_data, tmp_path, capsys, caplog):
+    """No retry or rerun mends a missing model: one attempt, one line naming the model and how to provide it (the
+    load's own check, where the run's check is off because the nodes are meant to hold the model)."""
+    config = _missing_reranker(tiny_data, tmp_path, methods=["reranker"], check_models=False)
     assert main(["eval", "--config", str(config)]) == 2
     # The run's own lines (the first-stage embedder's loading bar may come before them, by test order).
     err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("Loading weights")]

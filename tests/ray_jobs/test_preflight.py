@@ -53,6 +53,19 @@ def _evaluation_times(plan) -> list[float]:
     return [t.seconds for t in pools if t.pool.phase == "evaluate" or (t.pool.phase == "run" and "answers" in t.note)]
 
 
+def test_the_plan_names_every_model_and_whether_this_machine_can_have_it(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    plan = _paper_plan()
+    roles = {m.role: m for m in plan.models}
+    assert [roles[r].model for r in ("embedder", "reranker", "generator")] == [
+        "intfloat/multilingual-e5-large-instruct", "cross-encoder/ms-marco-MiniLM-L-6-v2",
+        "casperhansen/llama-3.3-70b-instruct-awq"]  # fmt: skip
+    assert not any(m.available for m in plan.models)  # none is cached here, and the Hub is off
+    assert plan.to_dict()["models"][2]["methods"] == roles["generator"].methods
+    text = render(plan)
+    assert "- reranker cross-encoder/ms-marco-MiniLM-L-6-v2 (for reranker): NO, not a local directory" in text
+
+
 def test_the_estimate_waits_for_the_slowest_evaluation_pool_and_indexes_one_pool_after_another():
     plan = _paper_plan()
     e, times = plan.estimate, _evaluation_times(plan)
@@ -71,6 +84,46 @@ def test_more_generator_replicas_share_its_work():
     answers = [next(t.seconds for t in p.estimate.pools if t.pool.role == "generator" and "answers" in t.note)
                for p in (six, twelve)]  # fmt: skip
     assert answers[0] == pytest.approx(2 * answers[1])
+
+
+def test_gpu_hours_count_every_pool_for_the_time_it_holds_its_gpus():
+    """The service's GPUs for the whole run, each index pool's while it works, the evaluation pools' for the
+    evaluation phase: dropping any of the three changes the figure."""
+    e = _paper_plan().estimate
+    held = sum(p.actors * p.gpus for p in {t.pool for t in e.pools if t.pool.phase == "run"})
+    indexing = sum(t.seconds * t.pool.actors * t.pool.gpus for t in e.pools if t.pool.phase == "index")
+    evaluating = sum(p.actors * p.gpus for p in {t.pool for t in e.pools if t.pool.phase == "evaluate"})
+    assert held == 6 and evaluating == 2 and indexing > 0
+    assert e.gpu_hours == pytest.approx((held * e.wall_s + indexing + evaluating * e.phases["evaluate"]) / 3600)
+
+
+def _answers(plan):
+    (answers,) = [t for t in plan.estimate.pools if t.pool.role == "generator" and "answers" in t.note]
+    return answers
+
+
+def test_answer_time_is_the_tokens_to_compute_over_the_rate_per_gpu_of_every_replica(tmp_path):
+    """With a rates file of round figures: the time of the answers is (tokens computed under prefix reuse / prompt
+    rate + output tokens / output rate) / (replicas x GPUs per replica); reuse off computes every prompt token."""
+    model = "casperhansen/llama-3.3-70b-instruct-awq"
+    rates = yaml.safe_load((ROOT / "t2rag/reference/rates.yaml").read_text())
+    rates["generators"][model].update(prompt_tokens_per_s=1000, output_tokens_per_s=100, load_s=0)
+    path = tmp_path / "rates.yaml"
+    path.write_text(yaml.safe_dump(rates))
+    target = Target("test nodes", [Node("big", 400, 16, "H100")])
+
+    def plan(**generator):
+        overrides = {**SAMPLE, "estimate": {"rates": str(path)}, "generator": generator}
+        return make_plan(load_config(ROOT / "configs/paper_table3.yaml", overrides), target)
+
+    for tp, reuse in ((1, True), (2, True), (2, False)):
+        p = plan(tensor_parallel_size=tp, replicas=4, prefix_reuse=reuse)
+        answers = _answers(p)
+        work = p.workload.total("pre_answer") + p.workload.total("answers")
+        assert (answers.pool.actors, answers.pool.gpus) == (4, tp)
+        assert (work.to_compute < work.prompt_tokens) is reuse
+        expected = (work.to_compute / 1000 + work.output_tokens / 100) / (4 * tp)
+        assert answers.seconds == pytest.approx(expected), (tp, reuse)
 
 
 def test_the_generator_service_is_placed_with_every_index_pool_and_with_the_evaluation():
