@@ -12,7 +12,7 @@ set of two or more modules. Layers, lowest first (a module may import from its o
 3 run settings and corpus-side steps: prompts, methods, config, summaries
 4 the per-process hub: resources
 5 stages
-6 pipeline and reports: pipeline, workload, scoring, report, export, fusion_fit, plots, tables
+6 pipeline and reports: pipeline, workload, scoring, report, export, fusion_fit, plots, tables, calibrate
 7 front ends: ray_jobs, serve
 8 the command line: cli (the one `t2rag` command dispatches to every front end)
 """
@@ -36,7 +36,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("t2rag.resources",),
     ("t2rag.stages",),
     ("t2rag.pipeline", "t2rag.workload", "t2rag.scoring", "t2rag.report", "t2rag.export", "t2rag.fusion_fit",
-     "t2rag.plots", "t2rag.tables", "t2rag.findings", "t2rag.compare", "t2rag.explore", "t2rag.config_reference"),
+     "t2rag.plots", "t2rag.tables", "t2rag.findings", "t2rag.compare", "t2rag.explore", "t2rag.config_reference",
+     "t2rag.calibrate"),
     ("ray_jobs", "serve"),
     ("t2rag.cli",),
 ]  # fmt: skip

@@ -280,7 +280,7 @@ MUTATIONS = [
     ),
     Mutation(
         "plan: answers timed by every prompt token (prefix reuse ignored)",
-        (("ray_jobs/preflight.py", "seconds = g.to_compute / rate.prompt_tokens_per_s", "seconds = g.prompt_tokens / rate.prompt_tokens_per_s"),),
+        (("ray_jobs/preflight.py", "rate.work_s(g.to_compute, g.positions(), g.output_tokens)", "rate.work_s(g.prompt_tokens, g.positions(), g.output_tokens)"),),
         ("tests/ray_jobs/test_preflight.py::test_answer_time_is_the_tokens_to_compute_over_the_rate_per_gpu_of_every_replica",),
     ),
     Mutation(

@@ -35,7 +35,8 @@ from t2rag.errors import T2RagError, first_line
 from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.model_check import require_models
 from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
-from t2rag.pipeline.records import RECORDS_DIR, to_answer_inputs, to_records
+from t2rag.pipeline.planned import plan_of_run
+from t2rag.pipeline.records import RECORDS_DIR, done_keys, to_answer_inputs, to_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import StageLog
 from t2rag.quiet import quiet_libraries
@@ -79,11 +80,12 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
     with ray_session(config.ray):
         require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
         require_models(config, resources.questions)  # and what needs a model that cannot be had
+        plan = plan_of_run(config, resources, plan_work(config, resources.questions, done_keys(config.out)))
         with claim_run(config, resources.questions, overwrite), GeneratorService(config) as service:
-            return _run(config, resources, started, service)
+            return _run(config, resources, started, service, plan)
 
 
-def _run(config: RunConfig, resources: Resources, started: float, service: GeneratorService) -> dict:
+def _run(config: RunConfig, resources: Resources, started: float, service: GeneratorService, plan: dict | None) -> dict:
     import ray
 
     stage_log = resources.log
@@ -113,6 +115,7 @@ def _run(config: RunConfig, resources: Resources, started: float, service: Gener
         resources.data_description(),
         attempts,
         read_meter(meter, "model_loads"),
+        plan,
         ray_stages=log_stage_lines(read_meter(meter)),
         indexes=indexes,
         cluster_resources=ray.cluster_resources(),

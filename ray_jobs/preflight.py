@@ -23,13 +23,11 @@ from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.rates import Rates, load_rates
 from t2rag.resources import Resources
 from t2rag.tables import markdown_table
-from t2rag.workload import Workload, measure_workload
+from t2rag.workload import Workload, measure_workload, planned_answer_tokens
 
 #: The launcher writes the cluster file here on the head; a driver there (`ray job submit`) plans against the
 #: largest cluster the autoscaler may start, not only the nodes up now.
 BOOTSTRAP_FILE = Path("~/ray_bootstrap_config.yaml").expanduser()
-#: Output tokens when neither the config nor the rates name an answer length.
-DEFAULT_ANSWER_TOKENS = 150
 
 
 class PlacementError(T2RagError):
@@ -173,7 +171,9 @@ def make_plan(config: RunConfig, target: Target, resources: Resources | None = N
     resources = resources or Resources(config)
     rates = load_rates(config.estimate.rates)
     work = plan_work(config, resources.questions, done)
-    workload = measure_workload(config, resources, work, _answer_tokens(config, rates))
+    rate = rates.generators.get(config.generator.model) if config.generator else None
+    chars_per_token = rate.chars_per_token if rate else None
+    workload = measure_workload(config, resources, work, planned_answer_tokens(config, rates), chars_per_token)
     pools = pools_of(config, resources, work)
     return RunPlan(
         config,
@@ -215,13 +215,6 @@ def require_fit(config: RunConfig, resources: Resources) -> None:
     for outcome in check_fit(pools, nodes).values():
         if not outcome.fits:
             raise PlacementError(outcome.message())
-
-
-def _answer_tokens(config: RunConfig, rates: Rates) -> int:
-    if config.estimate.answer_tokens:
-        return config.estimate.answer_tokens
-    rate = rates.generators.get(config.generator.model) if config.generator else None
-    return rate.answer_tokens if rate else DEFAULT_ANSWER_TOKENS
 
 
 def estimate(config: RunConfig, pools: list[PoolSpec], workload: Workload, rates: Rates) -> Estimate:
@@ -277,7 +270,7 @@ def _pool_times(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Ra
         evaluated = (label, before + workload.total("answers"))
         for label, g in (("summaries", workload.total("summaries")), evaluated):
             if g.prompts:
-                seconds = g.to_compute / rate.prompt_tokens_per_s + g.output_tokens / rate.output_tokens_per_s
+                seconds = rate.work_s(g.to_compute, g.positions(), g.output_tokens)
                 note = (f"{label}: {g.prompts:,} prompts, {g.prompt_tokens:,} prompt tokens ({g.to_compute:,} to "
                         f"compute) + {g.output_tokens:,} output tokens")  # fmt: skip
                 out.append(PoolTime(pool, seconds / scale + load, note))

@@ -305,6 +305,38 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rates_measure(args: argparse.Namespace) -> int:
+    from t2rag.calibrate import embeds, write_rates
+    from t2rag.config import load_config
+
+    overrides: dict = {}
+    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v is not None}
+    if data:
+        overrides["data"] = data
+    if args.generator:
+        overrides["generator"] = args.generator
+    config = load_config(args.config, overrides)
+    if config.runner == "ray":  # on a node of the kind the generator's replicas use
+        from ray_jobs.rates_probe import measure_on_cluster
+
+        rates = measure_on_cluster(config)
+    else:
+        from t2rag.calibrate import measure_rates
+
+        rates = measure_rates(config)
+    write_rates(rates, args.out)
+    measured = {"generator": rates.generators[config.generator.model].model_dump()}
+    if embeds(config):
+        measured["embedder"] = rates.embedders[config.retrieval.embedder.model].model_dump()
+    if args.json:
+        print_json({"out": args.out, **measured})
+        return 0
+    for role, rate in measured.items():
+        print(f"{role}: {rate['source']}")
+    print(f"wrote {args.out}; plan with it: estimate: {{rates: {args.out}}} in the config")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from t2rag.retrieval.config import RetrievalConfig
 
@@ -407,6 +439,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     exp.add_argument("--json", action="store_true")
     exp.set_defaults(func=cmd_export)
+
+    rates = commands.add_parser("rates", help="the throughputs `t2rag plan` assumes")
+    rates_cmds = rates.add_subparsers(dest="rates_command", required=True, parser_class=_Parser)
+    measure = rates_cmds.add_parser(
+        "measure", help="measure the run's generator and embedder on this machine (or a node of the run's cluster)"
+    )
+    measure.add_argument("--config", default=None, help="YAML run config (its generator, methods and data)")
+    add_data_args(measure)
+    measure.add_argument("--generator", default=None, help="a generator preset, replacing the config's")
+    measure.add_argument("--out", default="rates.measured.yaml", help="the rates file to write")
+    measure.add_argument("--json", action="store_true")
+    measure.set_defaults(func=cmd_rates_measure)
 
     fit = commands.add_parser("fit-fusion", help="fit the fused retrievers' weights on a dev split")
     fit.add_argument("--config", default=None, help="YAML run config whose retrieval settings to use")

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from t2rag.errors import ConfigError
 
 RATES_FILE = Path(__file__).parent / "reference" / "rates.yaml"
+#: Output tokens of an answer when neither the config nor the rates name an answer length.
+DEFAULT_ANSWER_TOKENS = 150
 
 
 class GeneratorRate(BaseModel):
@@ -24,7 +26,23 @@ class GeneratorRate(BaseModel):
     output_tokens_per_s: float = Field(gt=0)
     answer_tokens: int = Field(ge=1)
     load_s: float = Field(ge=0)
+    #: How much slower each prompt token is per 1,000 tokens of prompt before it (attention grows with the
+    #: prompt): a prompt of T tokens takes T / prompt_tokens_per_s x (1 + prompt_slowdown_per_1k x T / 1000).
+    prompt_slowdown_per_1k: float = Field(0.0, ge=0)
+    #: Characters per prompt token as the engine counts them (chat template included); None: the config's.
+    chars_per_token: float | None = Field(None, gt=0)
     source: str
+
+    def work_s(self, to_compute: int, position_sum: float, output_tokens: int) -> float:
+        """Seconds of one replica to prefill and decode prompts (see `prefill_s`)."""
+        return self.prefill_s(to_compute, position_sum) + output_tokens / self.output_tokens_per_s
+
+    def prefill_s(self, to_compute: int, position_sum: float) -> float:
+        """Seconds to compute `to_compute` prompt tokens whose position sum (the sum over prompts of computed x
+        (2 x length - computed) / 1000: the computed tokens sit at the end of each prompt, after what was reused)
+        is `position_sum`. A token at position x costs (1 + 2 x slowdown x x / 1000) / rate, which integrates to
+        T / rate x (1 + slowdown x T / 1000) over a whole prompt of T tokens."""
+        return (to_compute + self.prompt_slowdown_per_1k * position_sum) / self.prompt_tokens_per_s
 
 
 class EmbedderRate(BaseModel):

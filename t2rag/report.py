@@ -34,6 +34,7 @@ from t2rag.methods import METHODS, PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL, ordered_subsets
 from t2rag.pipeline.manifest import read_json
+from t2rag.pipeline.planned import plan_table
 from t2rag.pipeline.records import generation_usage, read_records, summarize_records
 from t2rag.plots import plot_rank_curves
 from t2rag.reference import (
@@ -382,6 +383,9 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         image("retrieval_curves_plot", "retrieval_curves.png", plot_rank_curves(curves, ks), "MRR@k and Recall@k")
     emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(summaries))
     emit("generation", "Generation diagnostics", *generation_table(records))
+    checked = (read_json(run_dir, "summary.json") or {}).get("plan_vs_run")
+    emit("plan_vs_run", "The plan beside the run (the answers the run started with; rates: "
+         f"{(checked or {}).get('rates')})", *plan_table(checked))  # fmt: skip
     emit("outcomes", "Outcomes: why each answer is right or wrong (percent of answered records)",
          *outcome_table(records, methods), note=OUTCOME_NOTE, note_in_file=True)  # fmt: skip
     emit("oracle_gap", "The gap to the oracle: Number Match points lost to retrieval and to reading",

@@ -1,25 +1,34 @@
 """What a run asks of its models, counted from the data before anything runs: questions to retrieve for, prompts to
 generate and their tokens, contexts to embed and summarise.
 
-Counts come from the core plan (`plan_work`), so a resumed run counts only what is left. Token counts are
-estimates: characters of the real prompts (built by `Prompts` from the real questions and the corpus's mean context
-length) divided by `chars_per_token`. The default is calibrated on the paper's Table 2: its mean Llama 3.3 token
-counts per context over the same contexts' mean characters (4.71 for FinQA and for TAT-DQA).
+Counts come from the core plan (`plan_work`), so a resumed run counts only what is left. Where a method's answer
+prompts need no model to make (no context, the gold context, or a lexical retrieval), the plan makes them as the
+run will, with the run's own stages, so their characters are the run's; prompts shared in part are then counted to
+compute as a prefix-reusing engine computes them (in the run's prefix order, each prompt's prefix in common with the
+one before it is reused). Other methods' prompts (dense retrieval, HyDE, grades) are estimated from the corpus's
+mean context length. Tokens are characters divided by `chars_per_token`: a generator's measured ratio from its rates
+(`t2rag rates measure`), else the default, calibrated on the paper's Table 2 (its mean Llama 3.3 token counts per
+context over the same contexts' mean characters: 4.71 for FinQA and for TAT-DQA).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
-from t2rag.methods import get_method
+from t2rag.generation.prefix import prefix_order
+from t2rag.methods import Method, get_method
 from t2rag.pipeline.plan import WorkGroup
 from t2rag.prompts import STAND_IN, Prompts, chars_of
+from t2rag.rates import DEFAULT_ANSWER_TOKENS, Rates
 from t2rag.resources import Resources
-from t2rag.stages import STAGES, Stage
+from t2rag.stages import STAGES, Stage, built
+from t2rag.stages.base import run_chain
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,9 @@ class Generation:
     prompt_tokens: int = 0
     output_tokens: int = 0
     computed_tokens: int | None = None
+    #: The sum over prompts of computed x (2 x length - computed) / 1000, in tokens: how far into their prompts the
+    #: computed tokens sit (prefill slows with it; `GeneratorRate.prefill_s`). None: known from the means only.
+    position_sum: float | None = None
 
     @property
     def to_compute(self) -> int:
@@ -41,12 +53,25 @@ class Generation:
         computed = None
         if self.computed_tokens is not None or other.computed_tokens is not None:
             computed = self.to_compute + other.to_compute
+        positions = None
+        if self.position_sum is not None or other.position_sum is not None:
+            positions = self.positions() + other.positions()
         return Generation(
             self.prompts + other.prompts,
             self.prompt_tokens + other.prompt_tokens,
             self.output_tokens + other.output_tokens,
             computed,
+            positions,
         )
+
+    def positions(self) -> float:
+        """`position_sum`, or its estimate from the mean prompt when it was not known prompt by prompt."""
+        if self.position_sum is not None:
+            return self.position_sum
+        if not self.prompts:
+            return 0.0
+        length, computed = self.prompt_tokens / self.prompts, self.to_compute / self.prompts
+        return self.to_compute * (2 * length - computed) / 1000
 
 
 @dataclass(frozen=True)
@@ -92,10 +117,17 @@ class Workload:
         return asdict(self)
 
 
-def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGroup], answer_tokens: int) -> Workload:
+def measure_workload(
+    config: RunConfig,
+    resources: Resources,
+    work: list[WorkGroup],
+    answer_tokens: int,
+    chars_per_token: float | None = None,
+) -> Workload:
     """The workload of the planned rows `work` (see `t2rag.pipeline.plan.plan_work`); each answer is assumed to
-    be `answer_tokens` long (at most the generator's `max_tokens`)."""
-    chars_per_token = config.estimate.chars_per_token
+    be `answer_tokens` long (at most the generator's `max_tokens`), and a token `chars_per_token` characters long
+    (None: `estimate.chars_per_token`)."""
+    chars_per_token = chars_per_token or config.estimate.chars_per_token
     prompts = resources.prompts
     if config.generator is not None:
         answer_tokens = min(answer_tokens, config.generator.sampling.max_tokens)
@@ -109,6 +141,8 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
 
     system_chars = chars_of(prompts.answer(STAND_IN, [])[:1])
     reuse = config.generator is not None and config.generator.prefix_reuse
+    known = known_answer_prompts(resources, work)
+    known_computed = _computed_prompts(known, config, reuse)
     cells: dict[tuple[str, str], dict] = {}
     for group in work:
         answering = group.stages[-1] == "parse_answers"
@@ -124,7 +158,11 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
             for maker in _prompt_makers(method.stages):
                 chars, most = maker.planned_prompts(prompts, n, question_chars, method.texts_read(k), clipped[subset])
                 cell["pre_answer"] += Generation(n, tokens(chars), n * most)
-            if answering:
+            if answering and (method_name, subset) in known:
+                chars, computed, positions = known_computed[(method_name, subset)]
+                in_tokens = positions / chars_per_token**2 / 1000
+                cell["answers"] += Generation(n, tokens(chars), n * answer_tokens, tokens(computed), in_tokens)
+            elif answering:
                 count = method.texts_read(k)  # as read_contexts reads them
                 each = summary_chars if method.reader == "retrieved_summary" else clipped[subset]
                 # Contexts enter the prompt by characters only: the prompt around `count` excerpts, plus each
@@ -165,6 +203,94 @@ def measure_workload(config: RunConfig, resources: Resources, work: list[WorkGro
     scored = resources.questions.scored()
     question_chars = pc.mean(pc.utf8_length(scored.column("question"))).as_py() or 0.0
     return Workload(methods, summaries, passages, passage_tokens, question_chars / chars_per_token, chars_per_token)
+
+
+def planned_answer_tokens(config: RunConfig, rates: Rates) -> int:
+    """An answer's output tokens as a plan assumes them: the config's, else its generator's rates', else 150."""
+    if config.estimate.answer_tokens:
+        return config.estimate.answer_tokens
+    rate = rates.generators.get(config.generator.model) if config.generator else None
+    return rate.answer_tokens if rate else DEFAULT_ANSWER_TOKENS
+
+
+#: At most this many answer prompts are made ahead (about 15 KB each); a larger run's are estimated.
+MADE_AHEAD_ROWS = 5000
+
+
+def prompts_known_ahead(method: Method) -> bool:
+    """Whether a method's answer prompts can be made before the run without a model: it reads no context, the
+    gold one, or contexts a lexical retriever ranks."""
+    if method.reader in ("none", "gold"):
+        return True
+    return method.reader == "retrieved_context" and method.stages == ("retrieve",)
+
+
+def known_answer_prompts(resources: Resources, work: list[WorkGroup]) -> dict[tuple[str, str], list[str]]:
+    """{(method, subset): the answer prompts (request `messages_json`)} of the answered rows whose prompts need no
+    model, made by the run's own stages up to `answer_prompts`; none when there are more than `MADE_AHEAD_ROWS`
+    (a large run's prompts are estimated instead of held)."""
+    parts = []
+    for group in work:
+        if group.stages[-1] != "parse_answers" or "answer_prompts" not in group.stages:
+            continue
+        methods = group.rows.column("method")
+        known = [m for m in dict.fromkeys(methods.to_pylist()) if prompts_known_ahead(get_method(m))]
+        if known:
+            parts.append((group, group.rows.filter(pc.is_in(methods, pa.array(known, pa.string())))))
+    if sum(rows.num_rows for _, rows in parts) > MADE_AHEAD_ROWS:
+        return {}
+    out: dict[tuple[str, str], list[str]] = {}
+    for group, rows in parts:
+        upto = group.stages[: group.stages.index("answer_prompts") + 1]
+        made = run_chain(built(resources, upto), rows)
+        keys = zip(made.column("method").to_pylist(), made.column("subset").to_pylist(), strict=True)
+        for key, messages in zip(keys, made.column("messages_json").to_pylist(), strict=True):
+            out.setdefault(key, []).append(messages)
+    return out
+
+
+def _computed_prompts(
+    known: dict[tuple[str, str], list[str]], config: RunConfig, reuse: bool
+) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """Per (method, subset) of the known prompts: their characters, those computed, and their position sum in
+    characters (see `Generation.position_sum`). With `reuse`, the prompts run in the run's prefix order and each
+    reuses the prefix it shares with the one before it (the system prompt is computed once per replica)."""
+    keyed = [(key, m) for key, ms in known.items() for m in ms]
+    out = {key: [0.0, 0.0, 0.0] for key in known}
+    if not keyed:
+        return {}
+    order = prefix_order([m for _, m in keyed]).tolist()
+    before = ""
+    for i in order:
+        key, messages = keyed[i]
+        text = "".join(m["content"] for m in json.loads(messages))
+        computed = len(text) - (_common_prefix(before, text) if reuse else 0)
+        cell = out[key]
+        cell[0] += len(text)
+        cell[1] += computed
+        cell[2] += computed * (2 * len(text) - computed)
+        before = text
+    if reuse:
+        replicas = config.generator.replicas if config.generator is not None else 1
+        key, messages = keyed[order[0]]
+        system = len(json.loads(messages)[0]["content"])
+        out[key][1] += (replicas - 1) * system
+        out[key][2] += (replicas - 1) * system * system
+    return {key: (c[0], c[1], c[2]) for key, c in out.items()}
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid
+    return low
 
 
 def _computed_chars(prompts: Prompts, count: int, each: float, rows, n: int, chars: float, system_chars: int) -> float:

@@ -22,6 +22,7 @@ from t2rag.findings import attributed, differences, gap_table, headline_rows, nu
 from t2rag.metrics.outcomes import OUTCOMES
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
 from t2rag.pipeline.manifest import read_json
+from t2rag.pipeline.planned import plan_table
 from t2rag.pipeline.records import record_files, summarize_records
 from t2rag.plots import plot_rank_curves
 from t2rag.report import ordered_methods, rank_curves
@@ -186,6 +187,8 @@ def load_run(run_dir: str, data: str | None = None) -> RunIndex:
         methods=ordered_methods(list(dict.fromkeys(records.column("method").to_pylist()))),
     )
     index.summary, index.plots = _summary(records, index.methods, manifest)
+    plan_header, plan_rows = plan_table((read_json(run_dir, "summary.json") or {}).get("plan_vs_run"))
+    index.summary["plan"] = {"header": plan_header, "rows": plan_rows}
     return index
 
 

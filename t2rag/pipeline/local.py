@@ -15,7 +15,8 @@ from t2rag.methods import ANSWER_TAIL
 from t2rag.model_loads import loads, loads_since
 from t2rag.pipeline.model_check import require_models
 from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
-from t2rag.pipeline.records import new_part_name, to_answer_inputs, to_records, write_records
+from t2rag.pipeline.planned import plan_of_run
+from t2rag.pipeline.records import done_keys, new_part_name, to_answer_inputs, to_records, write_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import Progress, StageLog
 from t2rag.resources import Resources
@@ -58,6 +59,7 @@ class LocalEngine:
         started = time.time()
         before = loads()
         require_models(self.config, self.resources.questions)  # before any work: seconds, not after hours
+        plan = plan_of_run(self.config, self.resources, self.plan(done_keys(self.config.out)))
         with claim_run(self.config, self.resources.questions, overwrite):
             try:
                 attempts = run_attempts(self.config, self.config.max_attempts, self.pending, self.compute)
@@ -71,6 +73,7 @@ class LocalEngine:
                 self.resources.data_description(),
                 attempts,
                 loads_since(before),
+                plan,
             )
 
     def pending(self, done: set[tuple[str, str]]) -> int:

@@ -22,6 +22,7 @@ from t2rag.errors import ConfigError, InputError, T2RagError, first_line, perman
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
 from t2rag.pipeline.manifest import build_manifest, read_json, write_json
+from t2rag.pipeline.planned import against_run
 from t2rag.pipeline.records import (
     METRIC_COLUMNS,
     USAGE_COLUMNS,
@@ -171,19 +172,25 @@ def finish_run(
     data: dict,
     attempts: Attempts | None = None,
     model_loads: dict[str, int] | None = None,
+    plan: dict | None = None,
     **manifest_extra: object,
 ) -> dict:
     """Summarise the records, write summary.json and manifest.json, and return the summary. `data` describes
     what was evaluated (`Resources.data_description`); both files carry it, with how the attempts went (rows
     retried, rows still failed) and how many times each model was loaded. The summary's `generation` gives the
-    prompt tokens per method and subset and the share the engine reused (`generation_usage`)."""
-    records = run_records(config, list(dict.fromkeys([*METRIC_COLUMNS, *USAGE_COLUMNS, "id", "completion_tokens"])))
+    prompt tokens per method and subset and the share the engine reused (`generation_usage`); `plan_vs_run` sets
+    the plan of the rows the run started with (`t2rag.pipeline.planned.plan_of_run`) beside what it did."""
+    columns = [*METRIC_COLUMNS, *USAGE_COLUMNS, "id", "completion_tokens", "generation_s"]
+    records = run_records(config, list(dict.fromkeys(columns)))
     with log.stage("score", records.num_rows):
         scored = summarize_records(records)
     result = {"methods": {m: scored[m] for m in config.methods if m in scored}, "data": data, "out": config.out}
     result["generation"] = generation_usage(records)
     result["attempts"] = asdict(attempts or Attempts())
     result["model_loads"] = model_loads or {}
+    checked = against_run(plan, records)
+    if checked:
+        result["plan_vs_run"] = checked
     tokens = {
         "prompt": int(pc.sum(records.column("prompt_tokens")).as_py() or 0),
         "completion": int(pc.sum(records.column("completion_tokens")).as_py() or 0),
@@ -192,6 +199,8 @@ def finish_run(
     write_json(config.out, "summary.json", result)
     manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)
     manifest.update(engine=engine, data=data, attempts=result["attempts"], model_loads=result["model_loads"])
+    if plan:
+        manifest["plan"] = {k: v for k, v in plan.items() if k != "keys"}
     manifest.update(manifest_extra)
     write_json(config.out, "manifest.json", manifest)
     return result

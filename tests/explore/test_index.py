@@ -92,3 +92,10 @@ def test_a_context_is_served_by_id_and_an_unknown_one_is_404(index, scripted_run
     assert served.status_code == 200 and served.json()["text"] == detail["gold_context"]
     missing = client.get("/api/context/no-such-context")
     assert missing.status_code == 404 and "no-such-context" in missing.json()["detail"]
+
+
+def test_the_summary_sets_the_runs_plan_beside_it(index):
+    header, rows = index.summary["plan"]["header"], index.summary["plan"]["rows"]
+    assert header == ["answers' figure", "planned", "run", "run / planned"]
+    answers = {r[0]: r for r in rows}["answers"]
+    assert answers[1] == answers[2] > 0 and answers[3] == 1.0  # every planned answer was made

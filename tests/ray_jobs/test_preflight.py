@@ -79,11 +79,11 @@ def test_the_estimate_waits_for_the_slowest_evaluation_pool_and_indexes_one_pool
 
 def test_more_generator_replicas_share_its_work():
     """The answers' generation time (the first generation part carries the one model load) halves with twice
-    the replicas."""
+    the replicas (less the system prompt each further replica computes once)."""
     six, twelve = (_paper_plan(nodes=[Node("big", 400, 16, "H100")], replicas=n) for n in (6, 12))
     answers = [next(t.seconds for t in p.estimate.pools if t.pool.role == "generator" and "answers" in t.note)
                for p in (six, twelve)]  # fmt: skip
-    assert answers[0] == pytest.approx(2 * answers[1])
+    assert answers[0] == pytest.approx(2 * answers[1], rel=1e-3) and answers[0] < 2 * answers[1]
 
 
 def test_gpu_hours_count_every_pool_for_the_time_it_holds_its_gpus():
