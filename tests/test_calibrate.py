@@ -65,9 +65,12 @@ class ScriptedEngine(Engine):
         return Capabilities(False, "one_at_a_time", False, True, True)
 
 
+ENGINE = ScriptedEngine()  # what a process told of this module by T2RAG_ENGINES registers (a Ray worker)
+
+
 @pytest.fixture
 def scripted():
-    register_engine(ScriptedEngine())
+    register_engine(ENGINE)
     yield
     ENGINES.pop("scripted")
 
@@ -108,3 +111,19 @@ def test_measure_writes_the_engines_rates_and_the_plan_then_predicts_its_seconds
     assert ratio["prompt_tokens"] == pytest.approx(1.0, abs=0.02)  # the prompts were made as the run makes them
     assert ratio["to_compute"] == pytest.approx(1.0, abs=0.05)  # the run's prefix order, each after the one before
     assert ratio["output_tokens"] == 1.0 and ratio["generation_s"] == pytest.approx(1.0, abs=0.05), checked
+
+
+@pytest.mark.slow
+def test_on_ray_the_probe_runs_as_a_task_placed_like_a_replica(scripted, tmp_path, monkeypatch):
+    """With `runner: ray` the probe is one Ray task holding a replica's resources (on a local cluster here); the
+    scripted engine's seconds are deterministic, so its rates are the ones measured in this process."""
+    monkeypatch.setenv("T2RAG_ENGINES", __name__)  # the task's worker registers the engine as replicas do
+    fields = {"methods": ["oracle", "bm25"], "generator": {"engine": "scripted", "model": "script"}, "limit": 2}
+    here, there = tmp_path / "here.yaml", tmp_path / "there.yaml"
+    here.write_text(yaml.safe_dump(fields))
+    there.write_text(yaml.safe_dump({**fields, "runner": "ray", "ray": {"num_cpus": 2}}))
+    assert main(["rates", "measure", "--config", str(here), "--out", str(tmp_path / "here_rates.yaml")]) == 0
+    assert main(["rates", "measure", "--config", str(there), "--out", str(tmp_path / "there_rates.yaml")]) == 0
+    local, remote = (load_rates(tmp_path / f"{n}_rates.yaml").generators["script"] for n in ("here", "there"))
+    fitted = ("prompt_tokens_per_s", "prompt_slowdown_per_1k", "output_tokens_per_s", "chars_per_token")
+    assert [getattr(remote, f) for f in fitted] == [getattr(local, f) for f in fitted]
