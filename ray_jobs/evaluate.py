@@ -28,7 +28,7 @@ from ray_jobs.common import count_loads_on_meter, log_stage_lines, ray_session, 
 from ray_jobs.durable import durable
 from ray_jobs.generator_service import GeneratorService
 from ray_jobs.placement import place, place_together, union
-from ray_jobs.preflight import require_fit
+from ray_jobs.preflight import pools_of, require_fit
 from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
 from t2rag.errors import T2RagError, first_line
@@ -80,7 +80,9 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
     with ray_session(config.ray):
         require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
         require_models(config, resources.questions)  # and what needs a model that cannot be had
-        plan = plan_of_run(config, resources, plan_work(config, resources.questions, done_keys(config.out)))
+        work = plan_work(config, resources.questions, done_keys(config.out))
+        shapes = {p.role: (p.actors, p.cpus, p.gpus) for p in pools_of(config, resources, work)}
+        plan = plan_of_run(config, resources, work, {r: s for r, s in shapes.items() if r in ("passages", "queries")})
         with claim_run(config, resources.questions, overwrite), GeneratorService(config) as service:
             return _run(config, resources, started, service, plan)
 

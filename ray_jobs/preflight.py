@@ -281,15 +281,13 @@ def _pool_times(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Ra
         pairs = sum(m.reranked_pairs for m in workload.methods)
         speed = (rate.gpu_pairs_per_s if pool.gpus else rate.cpu_pairs_per_s) * per_actor * pool.actors
         return [PoolTime(pool, pairs / speed + rate.load_s, f"{pairs:,} pairs")]
-    speed = (rate.gpu_tokens_per_s if pool.gpus else rate.cpu_tokens_per_s) * per_actor * pool.actors
     if pool.role == "passages":
-        tokens = sum(n * min(workload.passage_tokens[k], rate.window) for k, n in workload.passages.items())
+        tokens = workload.embedded_passage_tokens(rate.window)
         note = f"{sum(workload.passages.values()):,} passages"
     else:
-        queries = workload.query_embeddings()
-        tokens = queries * min(workload.question_tokens, rate.window)
-        note = f"{queries:,} questions"
-    return [PoolTime(pool, tokens / speed + rate.load_s, note)]
+        tokens = workload.embedded_query_tokens(rate.window)
+        note = f"{workload.query_embeddings():,} questions"
+    return [PoolTime(pool, rate.seconds(tokens, pool.actors, pool.cpus, pool.gpus), note)]
 
 
 def render(plan: RunPlan) -> str:

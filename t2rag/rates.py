@@ -55,6 +55,12 @@ class EmbedderRate(BaseModel):
     load_s: float = Field(ge=0)
     source: str
 
+    def seconds(self, tokens: float, actors: int, cpus: float, gpus: float) -> float:
+        """Seconds for `actors` actors of `gpus` GPUs each (or, without GPUs, `cpus` CPUs each) to embed `tokens`
+        tokens, with one model load."""
+        speed = (self.gpu_tokens_per_s * gpus if gpus else self.cpu_tokens_per_s * cpus) * actors
+        return tokens / speed + self.load_s
+
 
 class RerankerRate(BaseModel):
     """One reranking actor: pairs per second on one GPU, or per CPU it holds."""

@@ -104,6 +104,14 @@ class Workload:
         parts = list(self.summaries.values()) if kind == "summaries" else [getattr(m, kind) for m in self.methods]
         return sum(parts, Generation())
 
+    def embedded_passage_tokens(self, window: int) -> float:
+        """Tokens an embedder reads of the passages to embed, each cut to its `window`."""
+        return sum(n * min(self.passage_tokens[k], window) for k, n in self.passages.items())
+
+    def embedded_query_tokens(self, window: int) -> float:
+        """Tokens a query encoder reads (see `query_embeddings`), each cut to its `window`."""
+        return self.query_embeddings() * min(self.question_tokens, window)
+
     def query_embeddings(self) -> int:
         """Questions a query encoder embeds: once per question for every method searching with the question
         itself (a block embeds a question once for them all), plus HyDE's documents."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import pyarrow as pa
@@ -59,7 +60,10 @@ class LocalEngine:
         started = time.time()
         before = loads()
         require_models(self.config, self.resources.questions)  # before any work: seconds, not after hours
-        plan = plan_of_run(self.config, self.resources, self.plan(done_keys(self.config.out)))
+        # This process embeds with every CPU it has: one pool of one actor, for passages and for queries alike.
+        shape = (1, float(os.cpu_count() or 1), 0.0)
+        work = self.plan(done_keys(self.config.out))
+        plan = plan_of_run(self.config, self.resources, work, {"passages": shape, "queries": shape})
         with claim_run(self.config, self.resources.questions, overwrite):
             try:
                 attempts = run_attempts(self.config, self.config.max_attempts, self.pending, self.compute)

@@ -1,10 +1,11 @@
-"""Every run checked against its plan: what `t2rag plan` would say of the rows a run has left when it starts (its
-answers' prompt tokens, those to compute, output tokens and the generator's seconds at the rates the config points
-to), kept in the manifest, and set beside what the run's records say when it ends (the summary's `plan_vs_run`,
-which `t2rag report` prints).
+"""Every run checked against its plan: what `t2rag plan` would say of the rows a run has left when it starts, kept
+in the manifest and set beside what the run did when it ends (the summary's `plan_vs_run`, which `t2rag report` and
+the explorer show): the answers' prompt tokens, those computed and output tokens, and the seconds of each pool
+with a model (the generator; the embedder for passages and for queries), at the rates the config points to.
 
 The answers are compared, not HyDE's documents or the grades before them (the records keep the answer's tokens
-only); seconds are one replica's generating time (the records' `generation_s`, summed), load excluded.
+only). The generator's seconds are its generating time (the records' `generation_s`, summed; load excluded); an
+embedding pool's are its stage's total (`index`, where passages are embedded; `embed_queries`), with its load.
 """
 
 from __future__ import annotations
@@ -13,26 +14,42 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.methods import get_method
 from t2rag.pipeline.plan import WorkGroup
 from t2rag.rates import load_rates
 from t2rag.resources import Resources
 from t2rag.workload import measure_workload, planned_answer_tokens
 
-FIELDS = ("answers", "prompt_tokens", "to_compute", "output_tokens", "generation_s")
+FIELDS = ("answers", "prompt_tokens", "to_compute", "output_tokens", "generation_s", "passages_s", "queries_s")
+#: The stage whose total time is an embedding pool's (its role in `t2rag plan`).
+POOL_STAGES = {"passages_s": "index", "queries_s": "embed_queries"}
+
+#: (actors, CPUs each, GPUs each) of an embedding pool.
+Shape = tuple[int, float, float]
 
 
-def plan_of_run(config: RunConfig, resources: Resources, work: list[WorkGroup]) -> dict | None:
-    """The plan's figures for the answers of `work` (None when the run answers nothing)."""
-    if config.generator is None or not any(g.stages[-1] == "parse_answers" for g in work):
-        return None
+def plan_of_run(
+    config: RunConfig, resources: Resources, work: list[WorkGroup], embedders: dict[str, Shape]
+) -> dict | None:
+    """The plan's figures for `work`: its answers and the seconds of its pools, the embedding pools shaped as
+    `embedders` ({"passages" or "queries": shape}) says (None when the run neither answers nor embeds)."""
     rates = load_rates(config.estimate.rates)
-    rate = rates.generators.get(config.generator.model)
+    rate = rates.generators.get(config.generator.model) if config.generator else None
     answer_tokens = planned_answer_tokens(config, rates)
     workload = measure_workload(config, resources, work, answer_tokens, rate.chars_per_token if rate else None)
     g = workload.total("answers")
-    if not g.prompts:
+    embedder = rates.embedders.get(config.retrieval.embedder.model)
+    dense = any(get_method(m).searches_vectors for m in config.methods)
+    if not g.prompts and not dense:
         return None
-    seconds = rate.work_s(g.to_compute, g.positions(), g.output_tokens) if rate else None
+    seconds: dict[str, float | None] = {"passages_s": None, "queries_s": None}
+    if dense and embedder is not None:
+        tokens = {"passages_s": workload.embedded_passage_tokens(embedder.window),
+                  "queries_s": workload.embedded_query_tokens(embedder.window)}  # fmt: skip
+        for field, role in (("passages_s", "passages"), ("queries_s", "queries")):
+            if role in embedders and tokens[field]:
+                seconds[field] = round(embedder.seconds(tokens[field], *embedders[role]), 1)
+    generating = rate.work_s(g.to_compute, g.positions(), g.output_tokens) if rate and g.prompts else None
     keys = [
         f"{m}\x1f{i}"
         for group in work
@@ -44,15 +61,16 @@ def plan_of_run(config: RunConfig, resources: Resources, work: list[WorkGroup]) 
         "prompt_tokens": g.prompt_tokens,
         "to_compute": g.to_compute,
         "output_tokens": g.output_tokens,
-        "generation_s": None if seconds is None else round(seconds, 1),
+        "generation_s": None if generating is None else round(generating, 1),
+        **seconds,
         "rates": config.estimate.rates or "t2rag/reference/rates.yaml",
         "chars_per_token": rate.chars_per_token if rate and rate.chars_per_token else config.estimate.chars_per_token,
         "keys": keys,
     }
 
 
-def against_run(plan: dict | None, records: pa.Table) -> dict | None:
-    """The plan's figures beside the run's own for the same answers, and actual / planned for each."""
+def against_run(plan: dict | None, records: pa.Table, stage_seconds: dict[str, float]) -> dict | None:
+    """The plan's figures beside the run's own for the same answers and pools, and run / plan for each."""
     if not plan:
         return None
     keys = pc.binary_join_element_wise(records.column("method"), records.column("id"), "\x1f")
@@ -69,9 +87,10 @@ def against_run(plan: dict | None, records: pa.Table) -> dict | None:
         "to_compute": int(prompt - total("cached_prompt_tokens")),
         "output_tokens": int(total("completion_tokens")),
         "generation_s": round(total("generation_s"), 1),
+        **{f: round(stage_seconds[s], 1) if s in stage_seconds else None for f, s in POOL_STAGES.items()},
     }
-    planned = {f: plan[f] for f in FIELDS}
-    ratio = {f: round(actual[f] / planned[f], 3) if planned[f] else None for f in FIELDS}
+    planned = {f: plan.get(f) for f in FIELDS}
+    ratio = {f: round(actual[f] / planned[f], 3) if planned[f] and actual[f] is not None else None for f in FIELDS}
     return {"planned": planned, "actual": actual, "actual_over_planned": ratio, "rates": plan["rates"]}
 
 
@@ -81,13 +100,19 @@ LABELS = {
     "to_compute": "prompt tokens computed",
     "output_tokens": "output tokens",
     "generation_s": "generator seconds",
+    "passages_s": "embedding passages, seconds",
+    "queries_s": "embedding queries, seconds",
 }
 
 
 def plan_table(checked: dict | None) -> tuple[list[str], list[list[object]]]:
-    """A summary's `plan_vs_run` as a table: each figure planned, done and their ratio."""
+    """A summary's `plan_vs_run` as a table: each figure planned, done and their ratio (those the plan has)."""
     if not checked:
         return [], []
     header = ["answers' figure", "planned", "run", "run / planned"]
-    rows = [[LABELS[f], checked["planned"][f], checked["actual"][f], checked["actual_over_planned"][f]] for f in FIELDS]
+    rows = [
+        [LABELS[f], checked["planned"].get(f), checked["actual"].get(f), checked["actual_over_planned"].get(f)]
+        for f in FIELDS
+        if checked["planned"].get(f) is not None
+    ]
     return header, rows

@@ -188,7 +188,7 @@ def finish_run(
     result["generation"] = generation_usage(records)
     result["attempts"] = asdict(attempts or Attempts())
     result["model_loads"] = model_loads or {}
-    checked = against_run(plan, records)
+    checked = against_run(plan, records, log.totals())
     if checked:
         result["plan_vs_run"] = checked
     tokens = {
