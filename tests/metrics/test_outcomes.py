@@ -12,7 +12,7 @@ import pytest
 
 from t2rag.data import load_questions
 from t2rag.methods import readers_of
-from t2rag.metrics.outcomes import OUTCOMES, gold_read, oracle_gap, outcome_counts, with_outcomes
+from t2rag.metrics.outcomes import OUTCOMES, gold_read, oracle_gap, outcome_counts, outcomes, with_outcomes
 from t2rag.pipeline.records import read_records
 
 K = 3  # the default config's retrieval.k, what the scripted run's generator read
@@ -124,3 +124,50 @@ def test_the_gap_counts_only_questions_both_answered():
     assert gap == {"questions": 3, "method_nm": 33.33, "oracle_nm": 66.67, "gap": 33.33,
                    "lost_to_retrieval": 33.33, "lost_to_reading": 0.0, "gained": 0.0}  # fmt: skip
     assert oracle_gap(records, "pretrained_only") is None
+
+
+def _answered(rows: list[tuple]) -> pa.Table:
+    """Records of (method, subset, id, number_match, gold_rank, prediction, formula, formula_ok)."""
+    method, subset, ids, nm, rank, prediction, formula, ok = (list(c) for c in zip(*rows, strict=True))
+    return pa.table({"method": method, "subset": subset, "id": ids, "number_match": pa.array(nm, pa.bool_()),
+                     "gold_rank": pa.array(rank, pa.int32()), "prediction": pa.array(prediction, pa.float64()),
+                     "formula": pa.array(formula, pa.string()), "formula_ok": pa.array(ok, pa.bool_())})  # fmt: skip
+
+
+SMALL = [
+    ("bm25", "FinQA", "q1", True, 5, 1.0, None, None),  # right, whatever it read
+    ("bm25", "FinQA", "q2", False, 4, 1.0, None, None),  # gold ranked 4th of k = 3
+    ("bm25", "FinQA", "q3", False, 2, float("nan"), "divide(1, 0", False),  # a formula that does not evaluate
+    ("bm25", "TAT-DQA", "q4", False, 3, float("nan"), None, None),  # no number
+    ("bm25", "TAT-DQA", "q5", False, 1, 2.0, "add(1, 1)", True),  # a number, wrong
+    ("bm25", "TAT-DQA", "q6", None, 1, None, None, None),  # not answered
+    ("pretrained_only", "FinQA", "q1", False, 0, 3.0, None, None),  # reads nothing: never the gold
+    ("oracle", "FinQA", "q1", False, None, 3.0, None, None),  # reads the gold whatever its rank
+]
+
+
+def test_each_outcome_is_the_first_that_holds_on_small_records():
+    records = _answered(SMALL)
+    reads = readers_of(records.column("method").to_pylist())
+    assert gold_read(records, 3, reads).tolist() == [False, False, True, True, True, True, False, True]
+    assert gold_read(records, 4, reads).tolist()[:2] == [False, True]
+    assert outcomes(records, 3, reads).to_pylist() == [
+        "correct", "gold_not_read", "formula_error", "no_answer", "wrong_number", None, "gold_not_read",
+        "wrong_number"]  # fmt: skip
+    filled = with_outcomes(records, 3, reads)
+    assert filled.column("outcome").to_pylist() == outcomes(records, 3, reads).to_pylist()
+    kept = filled.set_column(filled.column_names.index("outcome"), "outcome",
+                             pa.array(["wrong_number", *[None] * 7], pa.string()))  # fmt: skip
+    refilled = with_outcomes(kept, 3, reads).column("outcome").to_pylist()
+    assert refilled[0] == "wrong_number" and refilled[1:] == filled.column("outcome").to_pylist()[1:]
+
+
+def test_outcome_counts_per_subset_and_over_all():
+    records = with_outcomes(_answered(SMALL), 3, readers_of(["bm25", "pretrained_only", "oracle"]))
+    counts = outcome_counts(records)
+    assert counts["bm25"]["FinQA"] == {"correct": 1, "gold_not_read": 1, "formula_error": 1, "no_answer": 0,
+                                       "wrong_number": 0}  # fmt: skip
+    assert counts["bm25"]["TAT-DQA"] == {"correct": 0, "gold_not_read": 0, "formula_error": 0, "no_answer": 1,
+                                         "wrong_number": 1}  # fmt: skip
+    assert counts["bm25"]["all"] == {o: 1 for o in OUTCOMES}
+    assert set(counts) == {"bm25", "pretrained_only", "oracle"} and counts["oracle"]["all"]["wrong_number"] == 1
