@@ -11,6 +11,7 @@ import pytest
 
 from t2rag.config import load_config
 from t2rag.pipeline.plan import plan_work
+from t2rag.prompts import STAND_IN
 from t2rag.resources import Resources
 from t2rag.workload import known_answer_prompts, measure_workload
 
@@ -154,7 +155,8 @@ def test_summarization_reads_k_summaries_and_summaries_read_each_context(measure
 
 def test_contexts_are_counted_as_clipped_by_max_context_chars():
     """Every FinQA context is longer than 300 characters: cut, each counts exactly 300 and the cut's marker in the
-    oracle's prompts; the passages a dense method embeds are whole."""
+    oracle's prompts (made by the stages) and in Base-RAG's (estimated); the passages a dense method embeds are
+    whole."""
     config = load_config(None, {"methods": ["oracle", "base"], "generator": "qwen2.5-0.5b", "limit": 5,
                                 "data": {"subsets": ["FinQA"]}, "prompts": {"max_context_chars": 300}})  # fmt: skip
     resources = Resources(config)
@@ -166,6 +168,13 @@ def test_contexts_are_counted_as_clipped_by_max_context_chars():
     pairs = zip(rows.column("question").to_pylist(), rows.column("gold_context").to_pylist(), strict=True)
     chars = sum(sum(len(m["content"]) for m in prompts.answer(q, [c])) for q, c in pairs)
     assert _cell(workload, "oracle", "FinQA").answers.prompt_tokens == round(chars / ratio)
+    # Base-RAG's prompts are not made ahead (a dense retrieval): three contexts at the corpus's mean shown length.
+    base = _rows(work, "base", "FinQA")
+    question_chars = sum(len(q) for q in base.column("question").to_pylist())
+    overhead = sum(len(m["content"]) for m in prompts.answer(STAND_IN, [""] * 3)) - len(STAND_IN)
+    each = prompts.shown_length(10_000)  # every context is cut to the same shown length
+    estimated = base.num_rows * (overhead + 3 * each) + question_chars
+    assert _cell(workload, "base", "FinQA").answers.prompt_tokens == round(estimated / ratio)
     texts = resources.corpus("FinQA").texts
     assert workload.passage_tokens["FinQA/context"] == pytest.approx(sum(map(len, texts)) / len(texts) / ratio)
 
