@@ -254,7 +254,7 @@ MUTATIONS = [
     ),
     Mutation(
         "fused: the lexical weight ignored",
-        (("t2rag/retrieval/fused.py", "fused *= w.lexical / np.where(best > 0, best, 1.0)", "fused *= 1.0 / np.where(best > 0, best, 1.0)"),),
+        (("t2rag/retrieval/fused.py", "fused = self._lexical(block.texts, reading.left_out, w.lexical)", "fused = self._lexical(block.texts, reading.left_out, 1.0)"),),
         ("tests/retrieval/test_fused.py::test_every_weight_scales_its_component",),
     ),
     Mutation(

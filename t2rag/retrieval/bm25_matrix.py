@@ -223,8 +223,7 @@ class BM25Matrix:
         """Per query, the ids of its known terms in query order, a repeated term once per occurrence, without the
         terms `left_out` of it (one set per query)."""
         vocab = self.vocab
-        if left_out is None:
-            return [[vocab[t] for t in self.tokenizer(q) if t in vocab] for q in queries]
+        left_out = [frozenset()] * len(queries) if left_out is None else left_out
         return [
             [vocab[t] for t in self.tokenizer(q) if t in vocab and t not in out]
             for q, out in zip(queries, left_out, strict=True)

@@ -221,7 +221,7 @@ class FusedRetriever(IndexedMixin, Retriever):
         reading = self.read(block.texts)
         out: dict[str, np.ndarray] = {}
         if self.lexical is not None:
-            out["lexical"] = self._lexical(block.texts, reading.left_out)
+            out["lexical"] = self._lexical(block.texts, reading.left_out, 1.0)
         if self.dense is not None:
             out["dense"] = np.zeros((len(block), len(self.corpus)))
             self._add_dense(out["dense"], block, 1.0)
@@ -229,9 +229,7 @@ class FusedRetriever(IndexedMixin, Retriever):
             features = self.prior.features(block.texts, reading.match)
             out.update({f: v for f, v in features.items() if getattr(self.weights, f) > 0})
         if reading.asked is not None:
-            corpus_wide = self.page.corpus_features(reading.asked)
-            out.update({f: v.toarray().astype(np.float32) for f, v in corpus_wide.items()})
-            out.update(self.page.candidate_features(reading.asked, self._every_document(len(block))))
+            out.update(self.page.features(reading.asked))
         return {f: v for f, v in out.items() if getattr(self.weights, f) > 0}
 
     def fused_scores(self, queries: Sequence[str] | QueryBlock) -> np.ndarray:
@@ -247,9 +245,7 @@ class FusedRetriever(IndexedMixin, Retriever):
         """(questions x documents) float64: the weighted sum of every component the whole corpus is scored by."""
         w = self.weights
         if self.lexical is not None:
-            fused = self.lexical.scores(block.texts, reading.left_out)
-            best = fused.max(axis=1, keepdims=True) if fused.shape[1] else np.zeros((len(block), 1))
-            fused *= w.lexical / np.where(best > 0, best, 1.0)  # the lexical component, weighted, in one pass
+            fused = self._lexical(block.texts, reading.left_out, w.lexical)
         else:
             fused = np.zeros((len(block), len(self.corpus)))
         if self.dense is not None:
@@ -274,10 +270,11 @@ class FusedRetriever(IndexedMixin, Retriever):
     def _every_document(self, questions: int) -> np.ndarray:
         return np.broadcast_to(np.arange(len(self.corpus)), (questions, len(self.corpus)))
 
-    def _lexical(self, texts: list[str], left_out: list[frozenset[str]] | None = None) -> np.ndarray:
+    def _lexical(self, texts: list[str], left_out: list[frozenset[str]] | None, weight: float) -> np.ndarray:
+        """BM25 over the question's best BM25 score, times `weight` (in one pass over the matrix)."""
         scores = self.lexical.scores(texts, left_out)
         best = scores.max(axis=1, keepdims=True) if scores.shape[1] else np.zeros((len(texts), 1))
-        scores /= np.where(best > 0, best, 1.0)  # BM25 is never negative: a row without a match stays 0
+        scores *= weight / np.where(best > 0, best, 1.0)  # BM25 is never negative: a row without a match stays 0
         return scores
 
     def _add_dense(self, out: np.ndarray, block: QueryBlock, weight: float) -> None:

@@ -52,7 +52,7 @@ NAME_STOPWORDS = LEGAL_FORMS | frozenset({
 #: Shortest question token that matches the name token it begins ("citi" -> "citigroup").
 MIN_PREFIX = 4
 FEATURES: tuple[str, ...] = ("company", "year", "year_before", "report_named")
-#: A company matched at least this well (and best) has its name's words taken out by `without_company`.
+#: A company matched at least this well (and best) has its name's words taken out (`company_words`).
 NAMED_MATCH = 0.8
 
 _WORD = re.compile(r"[a-z0-9]+(?:&[a-z0-9]+)*")
@@ -108,7 +108,6 @@ class MetadataPrior:
             for token in dict.fromkeys(name_tokens(name)):
                 rows.append(e)
                 cols.append(self.vocab.setdefault(token, len(self.vocab)))
-        self.entity_tokens = [frozenset(name_tokens(name)) for name in entities]
         membership = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(entities), len(self.vocab)))
         df = np.asarray(membership.sum(axis=0)).ravel()
         weights = membership.multiply(np.log1p(len(entities) / np.maximum(df, 1))).tocsr()
@@ -134,7 +133,7 @@ class MetadataPrior:
         #: Each company's words: its name's words, their prefixes of MIN_PREFIX letters or more, its ticker.
         self.entity_words: list[set[str]] = [
             {n[:end] for n in tokens for end in range(min(MIN_PREFIX, len(n)), len(n) + 1)}
-            for tokens in self.entity_tokens
+            for tokens in (name_tokens(name) for name in entities)
         ]
         for symbol, e in self.symbol_entity.items():
             self.entity_words[e].add(symbol.lower())

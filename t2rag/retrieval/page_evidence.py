@@ -415,11 +415,12 @@ class PageEvidence:
             figure_counts=np.array([len(f) for f in stated], np.float32),
         )
 
-    def features(self, questions: Sequence[str]) -> dict[str, np.ndarray]:
-        """Each feature of PAGE_FEATURES as a (questions x contexts) float32 matrix, every context scored."""
-        asked = self.asked(questions)
+    def features(self, questions: Sequence[str] | Asked) -> dict[str, np.ndarray]:
+        """Each feature of PAGE_FEATURES as a (questions x contexts) float32 matrix, every context scored (the
+        questions, or what `asked` read of them)."""
+        asked = questions if isinstance(questions, Asked) else self.asked(questions)
         out = {name: values.toarray().astype(np.float32) for name, values in self.corpus_features(asked).items()}
-        every = np.broadcast_to(np.arange(self.n_docs), (len(questions), self.n_docs))
+        every = np.broadcast_to(np.arange(self.n_docs), (len(asked.words), self.n_docs))
         out.update(self.candidate_features(asked, every))
         return out
 
