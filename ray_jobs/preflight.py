@@ -23,7 +23,7 @@ from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.rates import Rates, load_rates
 from t2rag.resources import Resources
 from t2rag.tables import markdown_table
-from t2rag.workload import Workload, measure_workload, planned_answer_tokens
+from t2rag.workload import Workload, planned_workload
 
 #: The launcher writes the cluster file here on the head; a driver there (`ray job submit`) plans against the
 #: largest cluster the autoscaler may start, not only the nodes up now.
@@ -171,9 +171,7 @@ def make_plan(config: RunConfig, target: Target, resources: Resources | None = N
     resources = resources or Resources(config)
     rates = load_rates(config.estimate.rates)
     work = plan_work(config, resources.questions, done)
-    rate = rates.generators.get(config.generator.model) if config.generator else None
-    chars_per_token = rate.chars_per_token if rate else None
-    workload = measure_workload(config, resources, work, planned_answer_tokens(config, rates), chars_per_token)
+    workload = planned_workload(config, resources, work, rates)
     pools = pools_of(config, resources, work)
     return RunPlan(
         config,

@@ -34,7 +34,7 @@ from t2rag.generation.base import ChatRequest
 from t2rag.generation.registry import build_generator, engine_of
 from t2rag.methods import get_method
 from t2rag.pipeline.plan import plan_work
-from t2rag.rates import EmbedderRate, GeneratorRate, Rates, load_rates
+from t2rag.rates import EmbedderRate, GeneratorRate, Rates, load_rates, position_sum
 from t2rag.resources import Resources
 from t2rag.workload import known_answer_prompts
 
@@ -55,17 +55,11 @@ class Prefill:
     seconds: float
 
 
-def _terms(tokens: float, computed: float) -> tuple[float, float]:
-    """The two terms `GeneratorRate.prefill_s` sums, per unit of 1 / rate and of slowdown / rate: the computed
-    tokens and their position sum."""
-    return computed, computed * (2 * tokens - computed) / 1000
-
-
 def fit_prefill(points: list[Prefill]) -> tuple[float, float]:
     """(tokens per second, slowdown per 1,000 tokens) of `GeneratorRate.prefill_s`, by least squares over the
     prefilled prompts (seconds = computed / rate + slowdown / rate x computed x (2 tokens - computed) / 1000); a
     slowdown below 0 is taken as 0."""
-    x = np.asarray([_terms(p.tokens, p.computed) for p in points])
+    x = np.asarray([(p.computed, position_sum(p.tokens, p.computed)) for p in points])
     y = np.asarray([p.seconds for p in points])
     if len(points) >= 2 and np.linalg.matrix_rank(x) == 2:
         (per_token, slower), *_ = np.linalg.lstsq(x, y, rcond=None)
@@ -99,7 +93,7 @@ def chars_per_token(generator, prompts: list[list[dict]], points: list[Prefill])
     return sum(p.chars for p in points) / max(sum(p.tokens for p in points), 1)
 
 
-def measure_generator(config: RunConfig, resources: Resources) -> tuple[GeneratorRate, list[Prefill]]:
+def measure_generator(config: RunConfig, resources: Resources) -> GeneratorRate:
     """The generator's rates on this machine: one replica as the run configures it (prefix reuse included), no
     disk cache."""
     engine = engine_of(config.generator)
@@ -121,10 +115,9 @@ def measure_generator(config: RunConfig, resources: Resources) -> tuple[Generato
     finally:
         generator.close()
     prompt_rate, slowdown = fit_prefill(points)
-    fitted = GeneratorRate(device="cpu", prompt_tokens_per_s=prompt_rate, output_tokens_per_s=1.0, answer_tokens=1,
-                           load_s=0.0, prompt_slowdown_per_1k=slowdown, source="fit")  # fmt: skip
     computed = answer.prompt_tokens - (answer.cached_prompt_tokens or 0)
-    decode_s = max(answer.seconds - fitted.prefill_s(computed, _terms(answer.prompt_tokens, computed)[1]), 1e-6)
+    prefill_s = (computed + slowdown * position_sum(answer.prompt_tokens, computed)) / prompt_rate
+    decode_s = max(answer.seconds - prefill_s, 1e-6)
     output_rate = max(answer.completion_tokens, 1) / decode_s
     where = _machine()
     lengths = ", ".join(f"{p.tokens:,} ({p.computed:,} computed)" for p in points)
@@ -149,7 +142,7 @@ def measure_generator(config: RunConfig, resources: Resources) -> tuple[Generato
         chars_per_token=round(per_token, 3),
         source=source,
     )
-    return rate, points
+    return rate
 
 
 def _generate(generator, messages: list[dict], sampling):
@@ -194,7 +187,7 @@ def measure_rates(config: RunConfig) -> Rates:
         raise ConfigError("rates measure needs a generator: set generator in the config or pass --generator")
     resources = Resources(config)
     rates = load_rates(config.estimate.rates)
-    generator, _ = measure_generator(config, resources)
+    generator = measure_generator(config, resources)
     embedders = dict(rates.embedders)
     if embeds(config):
         embedders[config.retrieval.embedder.model] = measure_embedder(config, resources)

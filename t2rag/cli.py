@@ -113,12 +113,15 @@ def _counts_line(c: dict[str, int]) -> str:
     )
 
 
+def data_overrides(args: argparse.Namespace) -> dict:
+    """The `data` fields `add_data_args` set on the command line, as RunConfig overrides ({} when none is)."""
+    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v is not None}
+    return {"data": data} if data else {}
+
+
 def config_overrides(args: argparse.Namespace) -> dict:
     """Nested RunConfig fields set on the command line (unset flags leave the config file's values)."""
-    out: dict = {}
-    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v is not None}
-    if data:
-        out["data"] = data
+    out: dict = data_overrides(args)
     for flag, key in (
         ("methods", "methods"),
         ("out", "out"),
@@ -185,10 +188,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from ray_jobs.preflight import cluster_file_target, live_target, local_target, make_plan, render
     from t2rag.config import load_config
 
-    overrides: dict = {}
-    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v is not None}
-    if data:
-        overrides["data"] = data
+    overrides = data_overrides(args)
     if args.price_per_gpu_hour is not None:
         overrides["estimate"] = {"price_per_gpu_hour": args.price_per_gpu_hour}
     config = load_config(args.config, overrides)
@@ -281,8 +281,7 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
     from t2rag.config import load_config
     from t2rag.fusion_fit import best_fit, fit_fusion, write_config
 
-    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v}
-    config = load_config(args.config, {"data": data})
+    config = load_config(args.config, data_overrides(args))
     results = fit_fusion(config, args.methods)
     best = best_fit(results, args.max_cost)
     out: dict = {"fits": [{**asdict(r), "weights": r.weights.model_dump()} for r in results], "best": best.method}
@@ -309,10 +308,7 @@ def cmd_rates_measure(args: argparse.Namespace) -> int:
     from t2rag.calibrate import embeds, write_rates
     from t2rag.config import load_config
 
-    overrides: dict = {}
-    data = {k: v for k, v in (("source", args.data), ("subsets", args.subsets), ("split", args.split)) if v is not None}
-    if data:
-        overrides["data"] = data
+    overrides = data_overrides(args)
     if args.generator:
         overrides["generator"] = args.generator
     config = load_config(args.config, overrides)

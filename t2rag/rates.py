@@ -17,6 +17,12 @@ RATES_FILE = Path(__file__).parent / "reference" / "rates.yaml"
 DEFAULT_ANSWER_TOKENS = 150
 
 
+def position_sum(length: float, computed: float) -> float:
+    """How far into a prompt of `length` tokens its last `computed` tokens sit: computed x (2 x length - computed)
+    / 1000 (prefill slows with it; `GeneratorRate.prefill_s`). Sums over prompts add."""
+    return computed * (2 * length - computed) / 1000
+
+
 class GeneratorRate(BaseModel):
     """One engine replica of a generator."""
 
@@ -38,10 +44,10 @@ class GeneratorRate(BaseModel):
         return self.prefill_s(to_compute, position_sum) + output_tokens / self.output_tokens_per_s
 
     def prefill_s(self, to_compute: int, position_sum: float) -> float:
-        """Seconds to compute `to_compute` prompt tokens whose position sum (the sum over prompts of computed x
-        (2 x length - computed) / 1000: the computed tokens sit at the end of each prompt, after what was reused)
-        is `position_sum`. A token at position x costs (1 + 2 x slowdown x x / 1000) / rate, which integrates to
-        T / rate x (1 + slowdown x T / 1000) over a whole prompt of T tokens."""
+        """Seconds to compute `to_compute` prompt tokens, the computed tokens at the end of each prompt (after what
+        was reused); `position_sum`: the function of that name summed over the prompts. A token at position x
+        costs (1 + 2 x slowdown x x / 1000) / rate, which integrates to T / rate x (1 + slowdown x T / 1000) over a
+        whole prompt of T tokens."""
         return (to_compute + self.prompt_slowdown_per_1k * position_sum) / self.prompt_tokens_per_s
 
 

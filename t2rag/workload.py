@@ -25,7 +25,7 @@ from t2rag.generation.prefix import prefix_order
 from t2rag.methods import Method, get_method
 from t2rag.pipeline.plan import WorkGroup
 from t2rag.prompts import STAND_IN, Prompts, chars_of
-from t2rag.rates import DEFAULT_ANSWER_TOKENS, Rates
+from t2rag.rates import DEFAULT_ANSWER_TOKENS, Rates, position_sum
 from t2rag.resources import Resources
 from t2rag.stages import STAGES, Stage, built
 from t2rag.stages.base import run_chain
@@ -40,8 +40,7 @@ class Generation:
     prompt_tokens: int = 0
     output_tokens: int = 0
     computed_tokens: int | None = None
-    #: The sum over prompts of computed x (2 x length - computed) / 1000, in tokens: how far into their prompts the
-    #: computed tokens sit (prefill slows with it; `GeneratorRate.prefill_s`). None: known from the means only.
+    #: `t2rag.rates.position_sum` summed over the prompts, in tokens. None: known from the means only.
     position_sum: float | None = None
 
     @property
@@ -70,8 +69,7 @@ class Generation:
             return self.position_sum
         if not self.prompts:
             return 0.0
-        length, computed = self.prompt_tokens / self.prompts, self.to_compute / self.prompts
-        return self.to_compute * (2 * length - computed) / 1000
+        return self.prompts * position_sum(self.prompt_tokens / self.prompts, self.to_compute / self.prompts)
 
 
 @dataclass(frozen=True)
@@ -168,7 +166,7 @@ def measure_workload(
                 cell["pre_answer"] += Generation(n, tokens(chars), n * most)
             if answering and (method_name, subset) in known:
                 chars, computed, positions = known_computed[(method_name, subset)]
-                in_tokens = positions / chars_per_token**2 / 1000
+                in_tokens = positions / chars_per_token**2
                 cell["answers"] += Generation(n, tokens(chars), n * answer_tokens, tokens(computed), in_tokens)
             elif answering:
                 count = method.texts_read(k)  # as read_contexts reads them
@@ -213,12 +211,12 @@ def measure_workload(
     return Workload(methods, summaries, passages, passage_tokens, question_chars / chars_per_token, chars_per_token)
 
 
-def planned_answer_tokens(config: RunConfig, rates: Rates) -> int:
-    """An answer's output tokens as a plan assumes them: the config's, else its generator's rates', else 150."""
-    if config.estimate.answer_tokens:
-        return config.estimate.answer_tokens
+def planned_workload(config: RunConfig, resources: Resources, work: list[WorkGroup], rates: Rates) -> Workload:
+    """The workload as a plan counts it: answers as long as the config says, else its generator's rates, else
+    DEFAULT_ANSWER_TOKENS, and tokens of the generator's measured characters where its rates have them."""
     rate = rates.generators.get(config.generator.model) if config.generator else None
-    return rate.answer_tokens if rate else DEFAULT_ANSWER_TOKENS
+    answer_tokens = config.estimate.answer_tokens or (rate.answer_tokens if rate else DEFAULT_ANSWER_TOKENS)
+    return measure_workload(config, resources, work, answer_tokens, rate.chars_per_token if rate else None)
 
 
 #: At most this many answer prompts are made ahead (about 15 KB each); a larger run's are estimated.
@@ -276,14 +274,14 @@ def _computed_prompts(
         cell = out[key]
         cell[0] += len(text)
         cell[1] += computed
-        cell[2] += computed * (2 * len(text) - computed)
+        cell[2] += position_sum(len(text), computed)
         before = text
     if reuse:
         replicas = config.generator.replicas if config.generator is not None else 1
         key, messages = keyed[order[0]]
         system = len(json.loads(messages)[0]["content"])
         out[key][1] += (replicas - 1) * system
-        out[key][2] += (replicas - 1) * system * system
+        out[key][2] += (replicas - 1) * position_sum(system, system)
     return {key: (c[0], c[1], c[2]) for key, c in out.items()}
 
 

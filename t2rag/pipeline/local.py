@@ -59,10 +59,10 @@ class LocalEngine:
     def run(self, overwrite: bool = False) -> dict:
         started = time.time()
         before = loads()
-        require_models(self.config, self.resources.questions)  # before any work: seconds, not after hours
+        work = self.plan(done_keys(self.config.out))
+        require_models(self.config, work)  # before any work: seconds, not after hours
         # This process embeds with every CPU it has: one pool of one actor, for passages and for queries alike.
         shape = (1, float(os.cpu_count() or 1), 0.0)
-        work = self.plan(done_keys(self.config.out))
         plan = plan_of_run(self.config, self.resources, work, {"passages": shape, "queries": shape})
         with claim_run(self.config, self.resources.questions, overwrite):
             try:

@@ -12,13 +12,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from t2rag.config import RunConfig
-from t2rag.data import QuestionSet
 from t2rag.errors import ModelUnavailable
 from t2rag.generation.registry import engine_of
 from t2rag.methods import get_method
 from t2rag.model_access import Availability, hub_availability
-from t2rag.pipeline.plan import WorkGroup, plan_work
-from t2rag.pipeline.records import done_keys
+from t2rag.pipeline.plan import WorkGroup
 from t2rag.retrieval.embedder import resolve_model_path
 from t2rag.retrieval.hashing_embedder import HASHING_MODEL
 from t2rag.stages import STAGES
@@ -71,12 +69,11 @@ def _model_of(config: RunConfig, role: str) -> tuple[str, Availability]:
     return model, hub_availability(resolve_model_path(model))
 
 
-def require_models(config: RunConfig, questions: QuestionSet) -> None:
+def require_models(config: RunConfig, work: list[WorkGroup]) -> None:
     """Refuse, with one line naming every model that cannot be had and how to provide it, a run whose rows left
-    to compute would load one (unless `check_models` is off)."""
+    to compute (`work`) would load one (unless `check_models` is off)."""
     if not config.check_models:
         return
-    work = plan_work(config, questions, done_keys(config.out))
     missing = [n for n in needed_models(config, work) if not n.available]
     if missing:
         what = "; ".join(f"the {n.role} '{n.model}' (for {', '.join(n.methods)}): {n.where}" for n in missing)

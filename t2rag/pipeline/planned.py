@@ -14,11 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
-from t2rag.methods import get_method
 from t2rag.pipeline.plan import WorkGroup
 from t2rag.rates import load_rates
 from t2rag.resources import Resources
-from t2rag.workload import measure_workload, planned_answer_tokens
+from t2rag.workload import planned_workload
 
 FIELDS = ("answers", "prompt_tokens", "to_compute", "output_tokens", "generation_s", "passages_s", "queries_s")
 #: The stage whose total time is an embedding pool's (its role in `t2rag plan`).
@@ -35,15 +34,13 @@ def plan_of_run(
     `embedders` ({"passages" or "queries": shape}) says (None when the run neither answers nor embeds)."""
     rates = load_rates(config.estimate.rates)
     rate = rates.generators.get(config.generator.model) if config.generator else None
-    answer_tokens = planned_answer_tokens(config, rates)
-    workload = measure_workload(config, resources, work, answer_tokens, rate.chars_per_token if rate else None)
+    workload = planned_workload(config, resources, work, rates)
     g = workload.total("answers")
-    embedder = rates.embedders.get(config.retrieval.embedder.model)
-    dense = any(get_method(m).searches_vectors for m in config.methods)
-    if not g.prompts and not dense:
+    if not g.prompts and not workload.passages and not workload.query_embeddings():
         return None
+    embedder = rates.embedders.get(config.retrieval.embedder.model)
     seconds: dict[str, float | None] = {"passages_s": None, "queries_s": None}
-    if dense and embedder is not None:
+    if embedder is not None:
         tokens = {"passages_s": workload.embedded_passage_tokens(embedder.window),
                   "queries_s": workload.embedded_query_tokens(embedder.window)}  # fmt: skip
         for field, role in (("passages_s", "passages"), ("queries_s", "queries")):
@@ -64,7 +61,7 @@ def plan_of_run(
         "generation_s": None if generating is None else round(generating, 1),
         **seconds,
         "rates": config.estimate.rates or "t2rag/reference/rates.yaml",
-        "chars_per_token": rate.chars_per_token if rate and rate.chars_per_token else config.estimate.chars_per_token,
+        "chars_per_token": workload.chars_per_token,
         "keys": keys,
     }
 

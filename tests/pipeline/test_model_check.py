@@ -47,7 +47,8 @@ def test_a_missing_generator_or_one_not_installed_is_named(monkeypatch):
     if not need.available:  # `make models-1.5b` installs it
         assert need.where.startswith("not installed: make models-1.5b")
         with pytest.raises(ModelUnavailable, match=r"the generator 'qwen2.5-coder-1.5b' \(for oracle\): not installed"):
-            require_models(config, resources.questions)
-    assert require_models(config.model_copy(update={"check_models": False}), resources.questions) is None
+            require_models(config, plan_work(config, resources.questions))
+    unchecked = config.model_copy(update={"check_models": False})
+    assert require_models(unchecked, plan_work(config, resources.questions)) is None
     vllm = _needs(methods=["oracle"], generator="vllm")[2][0]
     assert not vllm.available and vllm.model == "Qwen/Qwen2.5-7B-Instruct"
