@@ -41,7 +41,13 @@ from t2rag.plots import plot_corpus_size
 from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.retrieval import QueryBlock, build_retriever
+from t2rag.retrieval.base import result_depth
+from t2rag.retrieval.bm25 import BM25Retriever
+from t2rag.retrieval.bm25_matrix import BM25Statistics
+from t2rag.retrieval.fused import FusedRetriever
+from t2rag.retrieval.fused_shards import CorpusFacts, ShardFacts, index_shard, merge_candidates, shard_candidates
 from t2rag.retrieval.hashing_embedder import HASHING_MODEL
+from t2rag.retrieval.shards import merge_hits, offset_hits, shard_ranges
 from t2rag.storage import join, read_bytes, write_bytes
 
 log = logging.getLogger("t2rag.progress")
@@ -53,6 +59,8 @@ SYNTHETIC = "synthetic"
 TASK_MEMORY = 1 << 30
 MEMORY_PER_DOCUMENT = 40 * 1024
 RETRIEVAL_METHODS = ("bm25", "base", "hybrid_bm25", "hybrid_rrf")
+#: Documents a shard of a sharded cell holds at most: a task then reserves about 6 GiB.
+SHARD_DOCS = 125_000
 
 
 def sample_corpus_positions(n_docs: int, fraction: float, seed: int) -> np.ndarray:
@@ -63,18 +71,28 @@ def sample_corpus_positions(n_docs: int, fraction: float, seed: int) -> np.ndarr
 
 def cell_corpus(own: Corpus, size: int, seed: int, pool: Corpus | None) -> tuple[Corpus, np.ndarray, np.ndarray]:
     """The corpus of one size: a seeded sample of the subset's own contexts, or all of them and the first
-    `size - len(own)` distractors of the seed's order of the pool. Returns it with the positions of its own
-    contexts and of its distractors (in the pool)."""
+    `size - len(own)` distractors of the seed's order of the pool (synthetic ones when `pool` is None: the seed's
+    first contexts, made here). Returns it with the positions of its own contexts and of its distractors."""
     if size <= len(own):
         keep = sample_corpus_positions(len(own), size / len(own), seed)
         return own.select(keep.tolist(), f"{own.name}-n{size}-s{seed}"), keep, np.zeros(0, np.int64)
     if pool is None:
-        raise ValueError(f"size {size} is above {own.name}'s {len(own)} contexts: give distractors")
+        corpus = cell_part(own, seed, range(0, size))
+        return replace(corpus, name=f"{own.name}-n{size}-s{seed}"), np.arange(len(own)), np.arange(size - len(own))
     order = np.random.default_rng(seed).permutation(len(pool))[: size - len(own)]
     corpus = extend(own, pool.select(order.tolist()))
     if len(corpus) < size:  # the pool repeats some of the subset's own contexts
         raise ValueError(f"size {size}: {own.name} and its distractors hold only {len(corpus)} contexts")
     return replace(corpus, name=f"{own.name}-n{size}-s{seed}"), np.arange(len(own)), order
+
+
+def cell_part(own: Corpus, seed: int, docs: range) -> Corpus:
+    """The documents `docs` of a synthetic cell's corpus (the subset's own contexts, then the seed's synthetic ones),
+    made without the rest of it."""
+    mine = own.select(list(range(docs.start, min(docs.stop, len(own)))))
+    first = max(docs.start - len(own), 0)
+    theirs = synthetic_contexts(max(docs.stop - len(own) - first, 0), seed, first)
+    return replace(extend(mine, theirs), name=f"{own.name}[{docs.start}:{docs.stop}]-s{seed}")
 
 
 def run_cells(
@@ -100,6 +118,10 @@ def run_cells(
         retrieval = config.retrieval.model_copy(update={"index_uri": tmp})
         for size in sizes:
             corpus, mine, theirs = cell_corpus(own, size, seed, pool)
+            if len(theirs) and pool is None:  # synthetic: embedded here (the hashing embedder), for dense methods
+                made = list(corpus.texts[len(mine) :])
+                dense = vectors.shape[1] > 0
+                pool_vectors = resources.embedder.embed_passages(made) if dense else np.zeros((len(made), 0))
             cell_vectors = np.concatenate([vectors[mine], pool_vectors[theirs]]) if len(theirs) else vectors[mine]
             in_corpus = np.isin(all_gold, np.asarray(corpus.context_ids[: len(mine)]))
             questions, gold = all_questions[in_corpus].tolist(), all_gold[in_corpus].tolist()
@@ -126,11 +148,104 @@ def run_cells(
                         "index_s": round(indexed - start, 3),
                         "search_s": round(searched - indexed, 3),
                         "queries_per_s": round(len(questions) / max(searched - indexed, 1e-9), 1),
-                        "task_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                        "task_peak_rss_mb": _peak_mb(),
+                        "shards": 1,
+                        "uncertified": 0,
+                        "wall_s": round(searched - start, 1),
                     }
                 )
                 del retriever
     return out
+
+
+def sharded_cell(config: RunConfig, subset: str, size: int, seed: int, method: str, shard_docs: int) -> dict:
+    """One synthetic cell searched in shards of at most `shard_docs` documents, one Ray task each (made in the task,
+    in a fresh worker so its peak memory is its own): the shards' statistics first, then each shard indexed with the
+    corpus's and searched, merged exactly (`t2rag.retrieval.shards`, `t2rag.retrieval.fused_shards`). BM25 and the
+    fused retrievers without a dense component shard."""
+    import ray
+
+    ranges = shard_ranges(size, -(-size // shard_docs))
+    options = {"num_cpus": 1, "memory": TASK_MEMORY + MEMORY_PER_DOCUMENT * max(len(r) for r in ranges), "max_calls": 1}
+    args = (config.model_dump_json(), subset, seed, method)
+    start = time.perf_counter()
+    made = ray.get([ray.remote(**options)(shard_facts).remote(*args, r) for r in ranges])
+    retriever = build_retriever(get_method(method).retriever, config.retrieval)
+    parts = [facts for facts, _ in made]
+    facts = CorpusFacts.merge(parts) if isinstance(retriever, FusedRetriever) else BM25Statistics.merge(parts)
+    facts_ref = ray.put(facts)
+    searched = ray.get([ray.remote(**options)(shard_search).remote(*args, r, facts_ref) for r in ranges])
+    own = Resources(config).corpus(subset)
+    rows = Resources(config).questions.subset(subset).scored()
+    k = config.retrieval.k
+    if isinstance(retriever, FusedRetriever):
+        hits, certified = merge_candidates(retriever, [s["found"] for s in searched], k)
+    else:
+        hits, certified = merge_hits([s["found"] for s in searched], result_depth(k)), np.ones(len(rows), bool)
+    ids = np.asarray([*own.context_ids, SYNTHETIC], dtype=object)
+    found = [ids[np.minimum(row[row >= 0], len(own))].tolist() for row in hits.indices]
+    ranks = gold_ranks(found, rows.column("context_id").to_pylist())
+    search_s = sum(s["search_s"] for s in searched)
+    return {
+        "subset": subset,
+        "method": method,
+        "size": size,
+        "seed": seed,
+        "documents": size,
+        "distractors": size - len(own),
+        "questions": len(rows),
+        "mrr@3": round(100 * mrr_at_k(ranks, 3), 4),
+        "recall@1": round(100 * recall_at_k(ranks, 1), 4),
+        "index_s": round(sum(s["index_s"] for s in searched), 3),
+        "search_s": round(search_s, 3),
+        "queries_per_s": round(len(rows) / max(search_s, 1e-9), 1),
+        "task_peak_rss_mb": max([peak for _, peak in made] + [s["peak_mb"] for s in searched]),
+        "shards": len(ranges),
+        "uncertified": int((~certified).sum()),
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
+
+
+def shard_facts(config_json: str, subset: str, seed: int, method: str, docs: range):
+    """What the documents `docs` of a synthetic cell contribute to its corpus's statistics, and the task's peak."""
+    config = RunConfig.model_validate_json(config_json)
+    part = cell_part(Resources(config).corpus(subset), seed, docs)
+    retriever = _shardable(method, config)
+    facts = ShardFacts.of(retriever, part) if isinstance(retriever, FusedRetriever) else retriever.statistics(part)
+    return facts, _peak_mb()
+
+
+def shard_search(config_json: str, subset: str, seed: int, method: str, docs: range, facts) -> dict:
+    """The documents `docs` of a synthetic cell indexed with the corpus's statistics and searched by every question
+    of the subset: the fused candidates or the top hits, corpus-wide positions."""
+    config = RunConfig.model_validate_json(config_json)
+    resources = Resources(config)
+    part = cell_part(resources.corpus(subset), seed, docs)
+    questions = resources.questions.subset(subset).scored().column("question").to_pylist()
+    retriever = _shardable(method, config)
+    start = time.perf_counter()
+    if isinstance(retriever, FusedRetriever):
+        index_shard(retriever, part, docs, facts)
+    else:
+        retriever.index_part(part, facts)
+    indexed = time.perf_counter()
+    if isinstance(retriever, FusedRetriever):
+        found = shard_candidates(retriever, questions, 2 * retriever.candidates, docs.start)
+    else:
+        found = offset_hits(retriever.search(questions, config.retrieval.k), docs.start)
+    searched = time.perf_counter()
+    return {"found": found, "index_s": indexed - start, "search_s": searched - indexed, "peak_mb": _peak_mb()}
+
+
+def _shardable(method: str, config: RunConfig):
+    retriever = build_retriever(get_method(method).retriever, config.retrieval)
+    if not isinstance(retriever, FusedRetriever | BM25Retriever):
+        raise ValueError(f"a sharded cell searches bm25 or a fused retriever without a dense component, not {method}")
+    return retriever
+
+
+def _peak_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def ablation_config(config: RunConfig, distractors: str | None) -> RunConfig:
@@ -149,9 +264,11 @@ def ablate_corpus_size(
     methods: list[str] | None = None,
     sizes: tuple[int, ...] | None = None,
     distractors: str | None = None,
+    shard_docs: int = SHARD_DOCS,
 ) -> dict[str, str]:
     """Run every (subset, seed) task, write the cells as they finish, then the table and the plot; returns their
-    paths. `sizes` (document counts) replaces `fractions` of each subset's corpus."""
+    paths. `sizes` (document counts) replaces `fractions` of each subset's corpus; a synthetic cell of more than
+    `shard_docs` documents is searched in shards (`sharded_cell`)."""
     import pandas as pd
     import ray
 
@@ -162,19 +279,23 @@ def ablate_corpus_size(
     stem = "corpus_size_synthetic" if synthetic else "corpus_size"
     paths = {name: join(config.out, "ablations", f"{stem}{suffix}") for name, suffix in PATHS.items()}
     done = _read_cells(paths["cells"])
+    wanted = {subset: _sizes(len(resources.corpus(subset)), sizes, fractions) for subset in resources.corpora}
+    whole = {subset: [s for s in ss if s <= shard_docs] for subset, ss in wanted.items()}
+    sharded = {subset: [s for s in ss if s > shard_docs] for subset, ss in wanted.items()}
+    if any(sharded.values()) and not synthetic:
+        raise ValueError(f"sizes above --shard-docs {shard_docs} are sharded, which only synthetic distractors are")
     pool = pool_vectors = None
-    wanted_sizes = {subset: _sizes(len(resources.corpus(subset)), sizes, fractions) for subset in resources.corpora}
-    most = max(s - len(resources.corpus(sub)) for sub, ss in wanted_sizes.items() for s in ss)
-    if most > 0:
-        pool = synthetic_contexts(most) if synthetic else load_distractors(_required(distractors))
+    most = max((s - len(resources.corpus(sub)) for sub, ss in whole.items() for s in ss), default=0)
+    if most > 0 and not synthetic:  # synthetic distractors are made in the tasks
+        pool = load_distractors(_required(distractors))
         pool_vectors = _embed(config, resources, pool, methods)
     pool_ref, pool_vectors_ref = ray.put(pool), ray.put(pool_vectors)
     # Ray schedules the tasks by the memory their largest corpus needs, so a node runs only as many as it holds.
-    largest = max(max(ss) for ss in wanted_sizes.values())
+    largest = max((max(ss) for ss in whole.values() if ss), default=0)
     cells_task = ray.remote(num_cpus=1, memory=TASK_MEMORY + MEMORY_PER_DOCUMENT * largest)(run_cells)
     futures = []
     for subset in resources.questions.subsets:
-        todo = [s for s in range(seeds) if not _complete(done, subset, s, wanted_sizes[subset], methods)]
+        todo = [s for s in range(seeds) if whole[subset] and not _complete(done, subset, s, whole[subset], methods)]
         if not todo:
             continue
         corpus = resources.corpus(subset)
@@ -187,14 +308,26 @@ def ablate_corpus_size(
             "[ablation] %s: %d passages, %d questions embedded in %.1fs", subset, len(corpus), len(questions), seconds
         )
         for seed in todo:
-            args = (config.model_dump_json(), subset, wanted_sizes[subset], seed, methods)
+            args = (config.model_dump_json(), subset, whole[subset], seed, methods)
             futures.append(cells_task.remote(*args, vectors, qvectors, pool_ref, pool_vectors_ref))
     cells = done
+
+    def add(rows: list[dict]) -> None:
+        nonlocal cells
+        cells = pd.concat([cells, pd.DataFrame(rows)], ignore_index=True)
+        _write_csv(cells.assign(synthetic=synthetic) if synthetic else cells, paths["cells"])
+
     while futures:
         ready, futures = ray.wait(futures, num_returns=1)
-        cells = pd.concat([cells, pd.DataFrame(ray.get(ready[0]))], ignore_index=True)
-        _write_csv(cells.assign(synthetic=synthetic) if synthetic else cells, paths["cells"])
+        add(ray.get(ready[0]))
         log.info("[ablation] %d cells written, %d tasks left", len(cells), len(futures))
+    for subset in resources.questions.subsets:
+        for seed in range(seeds):
+            for size in sharded[subset]:
+                for method in methods:
+                    if not _complete(done, subset, seed, [size], [method]):
+                        add([sharded_cell(config, subset, size, seed, method, shard_docs)])
+                        log.info("[ablation] %s, %s, %d documents, seed %d: written", subset, method, size, seed)
     table = _summary(cells)
     _write_csv(table.assign(synthetic=synthetic) if synthetic else table, paths["table"])
     write_bytes(paths["plot"], plot_corpus_size(table, synthetic=synthetic))
@@ -249,6 +382,8 @@ def _summary(cells):
     """Mean and standard deviation of MRR@3 per (subset, method, size), mean Recall@1, with time and memory."""
     if "recall@1" not in cells:  # cells written before Recall@1 was recorded
         cells = cells.assign(**{"recall@1": float("nan")})
+    if "uncertified" not in cells:  # and before cells were sharded
+        cells = cells.assign(shards=1, uncertified=0)
     return (
         cells.groupby(["subset", "method", "size"], sort=True)
         .agg(
@@ -260,6 +395,8 @@ def _summary(cells):
             index_s=("index_s", "mean"),
             queries_per_s=("queries_per_s", "mean"),
             task_peak_rss_mb=("task_peak_rss_mb", "max"),
+            shards=("shards", "max"),
+            uncertified=("uncertified", "sum"),
             seeds=("seed", "count"),
         )
         .reset_index()
@@ -279,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distractors", default=None, help="a source in the same layout, or 'synthetic'")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--methods", default=None, help="comma-separated retrieval methods (default: the config's)")
+    parser.add_argument(
+        "--shard-docs", type=int, default=SHARD_DOCS, help="a synthetic cell above this many documents is sharded"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_libraries()
@@ -287,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     fractions = tuple(float(f) for f in args.fractions.split(","))
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else None
     methods = args.methods.split(",") if args.methods else None
-    paths = ablate_corpus_size(config, fractions, args.seeds, methods, sizes, args.distractors)
+    paths = ablate_corpus_size(config, fractions, args.seeds, methods, sizes, args.distractors, args.shard_docs)
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0

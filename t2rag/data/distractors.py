@@ -9,6 +9,8 @@ built on them say so and stay out of quality tables).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from t2rag.data.corpus import Corpus, build_corpora, build_corpus
@@ -24,21 +26,34 @@ def load_distractors(source: str) -> Corpus:
     return Corpus(f"distractors:{source}", corpus.context_ids, corpus.subsets, corpus.texts, metadata=corpus.metadata)
 
 
-def synthetic_contexts(n: int, seed: int = 0) -> Corpus:
-    """n timing-only contexts of real tokens resampled (deterministic for a seed)."""
+#: Synthetic contexts drawn from one random stream: context i of a seed is drawn by chunk i // SYNTHETIC_CHUNK's
+#: stream, so any range of them can be made on its own (a shard of a million-context corpus, in its own task).
+SYNTHETIC_CHUNK = 10_000
+
+
+@lru_cache(maxsize=1)
+def _unigrams() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The bundled real contexts' vocabulary, its cumulative unigram distribution and their lengths (in tokens)."""
     contexts = [t for corpus in build_corpora(load_questions(None)).values() for t in corpus.texts]
     tokens = [whitespace_tokenize(t) for t in contexts]
     vocab, counts = np.unique(np.concatenate([np.array(t, dtype=object) for t in tokens]), return_counts=True)
-    rng = np.random.default_rng(seed)
-    lengths = rng.choice([len(t) for t in tokens], size=n)
-    cumulative = np.cumsum(counts / counts.sum())
+    return vocab, np.cumsum(counts / counts.sum()), np.array([len(t) for t in tokens])
+
+
+def synthetic_contexts(n: int, seed: int = 0, first: int = 0) -> Corpus:
+    """Timing-only contexts `first` .. `first + n - 1` of a seed: real tokens resampled, the same contexts whichever
+    range they are made in."""
+    vocab, cumulative, real_lengths = _unigrams()
     texts: list[str] = []
-    for first in range(0, n, 10_000):  # a chunk at a time: token ids for a million contexts would take gigabytes
-        chunk = lengths[first : first + 10_000]
-        ids = np.minimum(np.searchsorted(cumulative, rng.random(int(chunk.sum()))), len(vocab) - 1)
-        ends = np.cumsum(chunk)
-        texts += [" ".join(vocab[ids[e - m : e]]) for e, m in zip(ends, chunk, strict=True)]
-    ids = tuple(f"{SYNTHETIC_PREFIX}{seed}-{i}" for i in range(n))
+    for chunk in range(first // SYNTHETIC_CHUNK, -(-(first + n) // SYNTHETIC_CHUNK)):
+        rng = np.random.default_rng([seed, chunk])
+        lengths = rng.choice(real_lengths, size=SYNTHETIC_CHUNK)
+        start = chunk * SYNTHETIC_CHUNK
+        low, high = max(first, start) - start, min(first + n, start + SYNTHETIC_CHUNK) - start
+        ids = np.minimum(np.searchsorted(cumulative, rng.random(int(lengths[:high].sum()))), len(vocab) - 1)
+        ends = np.cumsum(lengths[:high])
+        texts += [" ".join(vocab[ids[e - m : e]]) for e, m in zip(ends[low:], lengths[low:high], strict=True)]
+    ids = tuple(f"{SYNTHETIC_PREFIX}{seed}-{i}" for i in range(first, first + n))
     return Corpus(f"synthetic-{seed}", ids, ("synthetic",) * n, tuple(texts))
 
 

@@ -38,11 +38,18 @@ class BM25Retriever(IndexedMixin, Retriever):
 
     def index_shard(self, corpus: Corpus, shard: range, vectors: np.ndarray | None = None, context=None):
         """A shard's weights with the whole corpus's statistics (the context shared between shards)."""
-        tokenizer = get_tokenizer(self.tokenizer)
-        statistics = context or BM25Statistics.of(corpus.texts, tokenizer)
-        self._corpus = shard_corpus(corpus, shard)
-        self.matrix = BM25Matrix(self._corpus.texts, tokenizer, self.params, statistics)
+        statistics = context or self.statistics(corpus)
+        self.index_part(shard_corpus(corpus, shard), statistics)
         return statistics
+
+    def statistics(self, corpus: Corpus) -> BM25Statistics:
+        """What a shard of `corpus` needs of it (`index_part`); those of consecutive pieces merge."""
+        return BM25Statistics.of(corpus.texts, get_tokenizer(self.tokenizer))
+
+    def index_part(self, part: Corpus, statistics: BM25Statistics) -> None:
+        """Index a shard's documents alone, scored with the whole corpus's statistics (positions shard-local)."""
+        self._corpus = part
+        self.matrix = BM25Matrix(part.texts, get_tokenizer(self.tokenizer), self.params, statistics)
 
     def scores(self, queries: Sequence[str], left_out: Sequence[frozenset[str]] | None = None) -> np.ndarray:
         """Dense (queries x documents) BM25 scores, each query without the terms `left_out` of it (one set per

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from scipy import sparse
 
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import DensePassages, Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
@@ -35,11 +36,12 @@ from t2rag.retrieval.dense import DenseRetriever
 from t2rag.retrieval.metadata_prior import FEATURES, MetadataColumns, MetadataPrior
 from t2rag.retrieval.page_evidence import (
     CANDIDATE_FEATURES,
-    CORPUS_FEATURES,
     FIRST_PAGE_FEATURES,
     PAGE_FEATURES,
     Asked,
     PageEvidence,
+    line_item_best,
+    scale_line_item,
 )
 from t2rag.retrieval.ranking import top_n
 
@@ -194,8 +196,13 @@ class FusedRetriever(IndexedMixin, Retriever):
             self.dense.index(corpus, vectors)
         if self.metadata is not None:
             self.prior = MetadataPrior(corpus, self.metadata)
-        if any(getattr(self.weights, f) > 0 for f in PAGE_FEATURES):
+        if self.reads_pages:
             self.page = PageEvidence(corpus.texts)
+
+    @property
+    def reads_pages(self) -> bool:
+        """Whether a page-evidence component is weighted."""
+        return any(getattr(self.weights, f) > 0 for f in PAGE_FEATURES)
 
     def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
         return self.dense.dense_passages(corpus) if self.dense is not None else []
@@ -238,32 +245,46 @@ class FusedRetriever(IndexedMixin, Retriever):
         reading = self.read(block.texts)
         fused = self._first_stage(block, reading)
         if self._second_stage_weights():
-            fused += self._second_stage(reading.asked, self._every_document(len(block)))
+            fused += self.second_stage(reading.asked, self._every_document(len(block)))
         return fused
 
     def _first_stage(self, block: QueryBlock, reading: Reading) -> np.ndarray:
         """(questions x documents) float64: the weighted sum of every component the whole corpus is scored by."""
+        parts = self.first_stage_parts(block, reading)
+        return parts.combine(self.weights, *parts.maxima(), in_place=True)
+
+    def first_stage_parts(self, block: QueryBlock, reading: Reading) -> FirstStage:
+        """The first stage's components of a block, before the two that are scaled by a question's best document
+        (BM25 and the line-item mass) are scaled."""
         w = self.weights
-        if self.lexical is not None:
-            fused = self._lexical(block.texts, reading.left_out, w.lexical)
-        else:
-            fused = np.zeros((len(block), len(self.corpus)))
+        dense = None
         if self.dense is not None:
-            self._add_dense(fused, block, w.dense)
+            dense = np.zeros((len(block), len(self.corpus)))
+            self._add_dense(dense, block, w.dense)
+        prior = None
         if self.prior is not None:
-            fused += self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES}, reading.match)
+            prior = self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES}, reading.match)
+        row_words = item_mass = None
         if reading.asked is not None:
-            self.page.add_weighted(fused, reading.asked, {f: getattr(w, f) for f in CORPUS_FEATURES})
-        return fused
+            in_labels = self.page.row_label_words(reading.asked)
+            if w.row_words > 0:
+                row_words = self.page.row_words.share(in_labels)
+            if w.line_item > 0:
+                item_mass = self.page.line_item_mass(in_labels)
+        lexical = self.lexical.scores(block.texts, reading.left_out) if self.lexical is not None else None
+        return FirstStage(len(block), len(self.corpus), lexical, dense, prior, row_words, item_mass)
 
     def _second_stage_weights(self) -> dict[str, float]:
         if self.page is None:
             return {}
         return {f: getattr(self.weights, f) for f in CANDIDATE_FEATURES if getattr(self.weights, f) > 0}
 
-    def _second_stage(self, asked: Asked, docs: np.ndarray) -> np.ndarray:
-        """The weighted candidate features of the documents `docs` ((questions x candidates) positions)."""
+    def second_stage(self, asked: Asked | None, docs: np.ndarray) -> np.ndarray:
+        """The weighted candidate features of the documents `docs` ((questions x candidates) positions; 0 when no
+        candidate feature is weighted)."""
         weights = self._second_stage_weights()
+        if not weights:
+            return np.zeros(docs.shape)
         features = self.page.candidate_features(asked, docs)
         return sum(weights[f] * features[f].astype(np.float64) for f in weights)
 
@@ -273,9 +294,7 @@ class FusedRetriever(IndexedMixin, Retriever):
     def _lexical(self, texts: list[str], left_out: list[frozenset[str]] | None, weight: float) -> np.ndarray:
         """BM25 over the question's best BM25 score, times `weight` (in one pass over the matrix)."""
         scores = self.lexical.scores(texts, left_out)
-        best = scores.max(axis=1, keepdims=True) if scores.shape[1] else np.zeros((len(texts), 1))
-        scores *= weight / np.where(best > 0, best, 1.0)  # BM25 is never negative: a row without a match stays 0
-        return scores
+        return scale_lexical(scores, lexical_best(scores), weight, in_place=True)
 
     def _add_dense(self, out: np.ndarray, block: QueryBlock, weight: float) -> None:
         hits = self.dense.search_vectors(self.dense.query_vectors(block), min(self.dense_candidates, out.shape[1]))
@@ -306,7 +325,7 @@ class FusedRetriever(IndexedMixin, Retriever):
             if width < first.shape[1]
             else self._every_document(len(block))
         )
-        scores = np.take_along_axis(first, chosen, axis=1) + self._second_stage(reading.asked, chosen)
+        scores = np.take_along_axis(first, chosen, axis=1) + self.second_stage(reading.asked, chosen)
         order = np.lexsort((chosen, -scores), axis=-1)[:, : min(n, width)]
         return Hits(np.take_along_axis(chosen, order, axis=1), np.take_along_axis(scores, order, axis=1))
 
@@ -317,3 +336,101 @@ def scaled_list(hits: Hits) -> np.ndarray:
     low = np.min(np.where(valid, hits.scores, np.inf), axis=1, keepdims=True)
     high = np.max(np.where(valid, hits.scores, -np.inf), axis=1, keepdims=True)
     return (hits.scores - low) / np.where(high > low, high - low, 1.0)
+
+
+def lexical_best(scores: np.ndarray) -> np.ndarray:
+    """Per question, its best BM25 score over the documents (0 where there are none)."""
+    return scores.max(axis=1) if scores.shape[1] else np.zeros(len(scores))
+
+
+def scale_lexical(scores: np.ndarray, best: np.ndarray, weight: float, in_place: bool = False) -> np.ndarray:
+    """The `lexical` component times `weight`: BM25 over the question's best (a row without a match stays 0)."""
+    factor = weight / np.where(best > 0, best, 1.0)[:, None]
+    if in_place:
+        scores *= factor
+        return scores
+    return scores * factor
+
+
+@dataclass
+class FirstStage:
+    """A block's first-stage components over some documents (every document of an index, or chosen ones as dense
+    (questions x documents) arrays): raw BM25, the weighted dense and prior scores, the row-word share and the
+    line-item mass (sparse or dense, float32). BM25 and the line-item mass are scaled by each question's best over
+    the whole corpus, which a shard does not know alone: `combine` takes those bests, so a shard's candidates are
+    scored exactly as the unsharded index scores them once the shards' bests are merged."""
+
+    questions: int
+    documents: int
+    lexical: np.ndarray | None
+    dense: np.ndarray | None
+    prior: np.ndarray | None
+    row_words: np.ndarray | sparse.spmatrix | None
+    item_mass: np.ndarray | sparse.spmatrix | None
+
+    def maxima(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per question, the best BM25 score and the best line-item mass over these documents."""
+        lexical = lexical_best(self.lexical) if self.lexical is not None else np.zeros(self.questions)
+        if self.item_mass is None:
+            return lexical, np.zeros(self.questions, np.float32)
+        if sparse.issparse(self.item_mass):
+            return lexical, line_item_best(self.item_mass)
+        return lexical, self.item_mass.max(axis=1, initial=0).astype(np.float32)
+
+    def combine(
+        self, weights: FusionWeights, best_lexical: np.ndarray, best_item: np.ndarray, in_place: bool = False
+    ) -> np.ndarray:
+        """(questions x documents) float64: the weighted first-stage score, BM25 and the line-item mass scaled by
+        the bests given, added in one fixed order (the same float operations whoever calls it)."""
+        if self.lexical is not None:
+            fused = scale_lexical(self.lexical, best_lexical, weights.lexical, in_place)
+        else:
+            fused = np.zeros((self.questions, self.documents))
+        for part in (self.dense, self.prior):
+            if part is not None:
+                fused += part
+        if self.row_words is not None:
+            _add(fused, self.row_words, weights.row_words)
+        if self.item_mass is not None:
+            if sparse.issparse(self.item_mass):
+                mass = self.item_mass.tocoo()  # each cell once
+                fused[mass.row, mass.col] += weights.line_item * scale_line_item(mass.data, best_item[mass.row])
+            else:
+                _add(fused, scale_line_item(self.item_mass, best_item[:, None]), weights.line_item)
+        return fused
+
+    @classmethod
+    def joined(cls, parts: Sequence[FirstStage], axis: int) -> FirstStage:
+        """Dense (gathered) stages joined: over questions (axis 0) or documents (axis 1)."""
+
+        def join(values):
+            return None if values[0] is None else np.concatenate(values, axis=axis)
+
+        names = ("lexical", "dense", "prior", "row_words", "item_mass")
+        joined = {name: join([getattr(p, name) for p in parts]) for name in names}
+        questions = sum(p.questions for p in parts) if axis == 0 else parts[0].questions
+        documents = parts[0].documents if axis == 0 else sum(p.documents for p in parts)
+        return cls(questions, documents, **joined)
+
+    def gather(self, docs: np.ndarray) -> FirstStage:
+        """The components of the documents `docs` ((questions x chosen) positions), as dense arrays."""
+
+        def take(values):
+            if values is None:
+                return None
+            if sparse.issparse(values):
+                rows = np.arange(self.questions)[:, None]
+                return np.asarray(values.tocsr()[rows, docs].todense(), dtype=np.float32)
+            return np.take_along_axis(values, docs, axis=1)
+
+        parts = (self.lexical, self.dense, self.prior, self.row_words, self.item_mass)
+        return FirstStage(len(docs), docs.shape[1], *(take(p) for p in parts))
+
+
+def _add(scores: np.ndarray, values: np.ndarray | sparse.spmatrix, weight: float) -> None:
+    """Add `weight` times a float32 component where it is nonzero (a COO from CSR holds each cell once)."""
+    if sparse.issparse(values):
+        cells = values.tocoo()
+        scores[cells.row, cells.col] += weight * cells.data
+    else:
+        scores += weight * values

@@ -28,8 +28,10 @@ its tokens plus one gather over the documents.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -92,13 +94,49 @@ class MetadataColumns(BaseModel):
     years: tuple[str, ...] = ("report_year",)
 
 
+@dataclass(frozen=True)
+class DocumentMetadata:
+    """Per document, the first non-empty value of the name, symbol and year columns (None: none)."""
+
+    names: tuple[str | None, ...]
+    symbols: tuple[str | None, ...]
+    years: tuple[str | None, ...]
+
+    @classmethod
+    def of(cls, corpus: Corpus, columns: MetadataColumns) -> DocumentMetadata:
+        return cls(*(tuple(_first_present(corpus, c)) for c in (columns.names, columns.symbols, columns.years)))
+
+    def __add__(self, other: DocumentMetadata) -> DocumentMetadata:
+        """The metadata of this corpus's documents followed by another's."""
+        return DocumentMetadata(self.names + other.names, self.symbols + other.symbols, self.years + other.years)
+
+
 class MetadataPrior:
     """Fitted once on a corpus's metadata; `features(questions)` scores every document for every question."""
 
     def __init__(self, corpus: Corpus, columns: MetadataColumns | None = None):
-        columns = columns or MetadataColumns()
-        self.n_docs = len(corpus)
-        names = _first_present(corpus, columns.names)
+        self._build(DocumentMetadata.of(corpus, columns or MetadataColumns()))
+
+    @classmethod
+    def of(cls, metadata: DocumentMetadata) -> MetadataPrior:
+        """The prior of documents known by their metadata alone (a corpus too large to hold in one process)."""
+        prior = cls.__new__(cls)
+        prior._build(metadata)
+        return prior
+
+    def restricted(self, docs: range) -> MetadataPrior:
+        """The prior of the documents `docs` alone (a shard), scoring them exactly as the whole corpus's does: the
+        names' weights and the companies stay the whole corpus's."""
+        part = copy.copy(self)
+        part.n_docs = len(docs)
+        part.doc_entity = self.doc_entity[docs.start : docs.stop]
+        part.doc_year = self.doc_year[docs.start : docs.stop]
+        part.doc_pair = self.doc_pair[docs.start : docs.stop]
+        return part
+
+    def _build(self, metadata: DocumentMetadata) -> None:
+        self.n_docs = len(metadata.names)
+        names = list(metadata.names)
         entities = sorted({n for n in names if n})
         entity_of = {name: i for i, name in enumerate(entities)}
         self.doc_entity = np.array([entity_of[n] if n else -1 for n in names], dtype=np.int64)
@@ -125,7 +163,7 @@ class MetadataPrior:
             )
             for token in {*self.vocab, *self.prefixes}
         }
-        symbols = _first_present(corpus, columns.symbols)
+        symbols = metadata.symbols
         self.symbol_entity: dict[str, int] = {}
         for name, symbol in zip(names, symbols, strict=True):
             if name and symbol and len(symbol) > 1:
@@ -138,7 +176,7 @@ class MetadataPrior:
         for symbol, e in self.symbol_entity.items():
             self.entity_words[e].add(symbol.lower())
         self._company_words: dict[tuple[int, ...], frozenset[str]] = {}  # per matched companies, on first use
-        years = _first_present(corpus, columns.years)
+        years = metadata.years
         self.doc_year = np.array([_year(y) for y in years], dtype=np.int64)
         # Documents grouped by (company, year): the prior is a function of the pair, so a search scores the pairs
         # and gathers once over the documents.

@@ -306,13 +306,16 @@ class _TermSets:
     terms' idf over the contexts. Only arrays are kept, so memory grows with the corpus's distinct terms and
     postings, not with Python objects per term."""
 
-    def __init__(self, held: list[np.ndarray]):
-        self.keys, cells = _distinct_cells(held, None)
+    def __init__(self, held: list[np.ndarray], counts: RowWordCounts | None = None):
+        """`counts`: the whole corpus's, when `held` is a shard of it (its term ids are then the corpus's)."""
+        keys = None if counts is None else np.arange(len(counts.words), dtype=np.int64)
+        self.keys, cells = _distinct_cells(held, keys)
         rows, cols = np.divmod(cells, max(len(self.keys), 1))
         shape = (len(held), len(self.keys))
         self.docs = sparse.csr_matrix((np.ones(len(cells), np.float32), (rows, cols)), shape=shape)
-        df = np.bincount(cols, minlength=len(self.keys))
-        self.idf = np.log((len(held) + 1) / (df + 0.5)).astype(np.float32)
+        df = np.bincount(cols, minlength=len(self.keys)) if counts is None else counts.doc_freq
+        n = len(held) if counts is None else counts.n_docs
+        self.idf = np.log((n + 1) / (df + 0.5)).astype(np.float32)
 
     @property
     def nbytes(self) -> int:
@@ -348,6 +351,35 @@ def _distinct_cells(held: list[np.ndarray], keys: np.ndarray | None) -> tuple[np
 
 
 @dataclass(frozen=True)
+class RowWordCounts:
+    """The words of a corpus's row labels in first-seen order, the contexts holding each, and the contexts in all:
+    what a shard's row-label features need of the whole corpus."""
+
+    words: tuple[str, ...]
+    doc_freq: np.ndarray
+    n_docs: int
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> RowWordCounts:
+        vocabulary = _Vocabulary()
+        held = [np.unique(vocabulary.add([w for label in row_labels(t) for w in content_words(label)])) for t in texts]
+        flat = np.concatenate(held) if held else np.zeros(0, np.int64)
+        return cls(tuple(vocabulary.ids), np.bincount(flat, minlength=len(vocabulary.ids)), len(texts))
+
+    @classmethod
+    def merge(cls, parts: Sequence[RowWordCounts]) -> RowWordCounts:
+        """The counts of consecutive pieces of one corpus, in corpus order."""
+        ids: dict[str, int] = {}
+        for part in parts:
+            for word in part.words:
+                ids.setdefault(word, len(ids))
+        doc_freq = np.zeros(len(ids), np.int64)
+        for part in parts:
+            doc_freq[[ids[w] for w in part.words]] += part.doc_freq
+        return cls(tuple(ids), doc_freq, sum(p.n_docs for p in parts))
+
+
+@dataclass(frozen=True)
 class Asked:
     """What page evidence reads of a block of questions: their words (for the row labels), word pairs, runs of
     three words and figures."""
@@ -367,9 +399,13 @@ class PageEvidence:
     from per-context key sets, so neither the memory nor the cost of those grows with the pairs of every context a
     question's terms reach."""
 
-    def __init__(self, texts: Sequence[str]):
+    def __init__(self, texts: Sequence[str], counts: RowWordCounts | None = None):
+        """`counts`: the row-label words of the whole corpus when `texts` are a shard of it, so that the shard
+        scores its contexts exactly as the whole corpus's index would."""
         self.n_docs = len(texts)
         self.vocabulary = _Vocabulary()  # the row labels' words
+        if counts is not None:
+            self.vocabulary.add(counts.words)  # the corpus's ids, in its first-seen order
         self.stems = _Vocabulary()  # the stemmed words of pairs and triples
         labels: list[list[np.ndarray]] = []
         key_sets = []
@@ -380,7 +416,7 @@ class PageEvidence:
             key_sets.append(np.unique(np.concatenate(kinds)))
         self.sets = _KeySets(key_sets)  # each context's word pairs, triples and figures, hashed by kind
         del key_sets
-        self.row_words = _TermSets([np.concatenate(ls) if ls else np.zeros(0, np.int64) for ls in labels])
+        self.row_words = _TermSets([np.concatenate(ls) if ls else np.zeros(0, np.int64) for ls in labels], counts)
         # Every (context, label) with words, as a row: the label's idf mass (over the row-label vocabulary).
         named = [(d, ids) for d, ls in enumerate(labels) for ids in ls if len(ids)]
         self.label_doc = np.array([d for d, _ in named], np.int64)
@@ -426,9 +462,7 @@ class PageEvidence:
 
     def corpus_features(self, asked: Asked) -> dict[str, sparse.csr_matrix]:
         """The CORPUS_FEATURES, (questions x contexts) sparse."""
-        ids = self.vocabulary.find([w for words in asked.words for w in words])
-        bounds = np.cumsum([len(words) for words in asked.words])[:-1]
-        in_labels = self.row_words.asked(np.split(ids, bounds))
+        in_labels = self.row_label_words(asked)
         return {"row_words": self.row_words.share(in_labels), "line_item": self._line_item(in_labels)}
 
     def candidate_features(self, asked: Asked, docs: np.ndarray) -> dict[str, np.ndarray]:
@@ -440,16 +474,23 @@ class PageEvidence:
             "numbers": numbers / np.maximum(asked.figure_counts, 1)[:, None],
         }
 
-    def add_weighted(self, scores: np.ndarray, asked: Asked, weights: dict[str, float]) -> None:
-        """Add the weighted CORPUS_FEATURES to (questions x contexts) `scores`, where each is nonzero."""
-        for name, values in self.corpus_features(asked).items():
-            if weights.get(name):
-                cells = values.tocoo()
-                scores[cells.row, cells.col] += weights[name] * cells.data  # a COO from CSR holds each cell once
-
     def _line_item(self, in_labels: sparse.csr_matrix) -> sparse.csr_matrix:
         """(questions x contexts), sparse: the idf mass of the largest row label each context has that the question
         names whole (`in_labels`: the question's row-label words), over the question's best such mass."""
+        mass = self.line_item_mass(in_labels).tocoo()
+        best = line_item_best(mass)
+        scaled = scale_line_item(mass.data, best[mass.row])
+        return sparse.csr_matrix((scaled, (mass.row, mass.col)), shape=mass.shape)
+
+    def row_label_words(self, asked: Asked) -> sparse.csr_matrix:
+        """(questions x row-label terms): the question's words that some context's row labels hold."""
+        ids = self.vocabulary.find([w for words in asked.words for w in words])
+        bounds = np.cumsum([len(words) for words in asked.words])[:-1]
+        return self.row_words.asked(np.split(ids, bounds))
+
+    def line_item_mass(self, in_labels: sparse.csr_matrix) -> sparse.csr_matrix:
+        """(questions x contexts), sparse float32: the idf mass of the largest row label each context has that the
+        question names whole, before its scaling by the question's best (`scale_line_item`)."""
         n = in_labels.shape[0]
         if not len(self.label_doc):
             return sparse.csr_matrix((n, self.n_docs), dtype=np.float32)
@@ -460,7 +501,17 @@ class PageEvidence:
         mass = np.zeros(len(cells), np.float32)
         np.maximum.at(mass, at, self.label_mass[label])  # a context's largest label the question names whole
         rows, cols = np.divmod(cells, self.n_docs)
-        best = np.zeros(n, np.float32)
-        np.maximum.at(best, rows, mass)
-        scaled = mass / np.where(best[rows] > 0, best[rows], 1.0)
-        return sparse.csr_matrix((scaled, (rows, cols)), shape=(n, self.n_docs))
+        return sparse.csr_matrix((mass, (rows, cols)), shape=(n, self.n_docs))
+
+
+def line_item_best(mass: sparse.spmatrix) -> np.ndarray:
+    """Per question, its best line-item mass over the contexts (float32; 0 where none is named)."""
+    cells = mass.tocoo()
+    best = np.zeros(mass.shape[0], np.float32)
+    np.maximum.at(best, cells.row, cells.data.astype(np.float32))
+    return best
+
+
+def scale_line_item(mass: np.ndarray, best: np.ndarray) -> np.ndarray:
+    """The `line_item` feature: a context's mass over its question's best (float32, as every index computes it)."""
+    return (mass / np.where(best > 0, best, 1.0).astype(np.float32)).astype(np.float32)

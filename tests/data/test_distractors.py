@@ -7,7 +7,7 @@ import numpy as np
 
 from t2rag.config import load_config
 from t2rag.data import build_corpus
-from t2rag.data.distractors import SYNTHETIC_PREFIX, extend, load_distractors, synthetic_contexts
+from t2rag.data.distractors import SYNTHETIC_CHUNK, SYNTHETIC_PREFIX, extend, load_distractors, synthetic_contexts
 from t2rag.pipeline.local import run_local
 from t2rag.resources import Resources
 from tests.conftest import real_table, write_layout
@@ -29,6 +29,17 @@ def test_synthetic_contexts_are_seeded_and_labelled():
     assert all(cid.startswith(SYNTHETIC_PREFIX) for cid in a.context_ids)
     lengths = [len(t.split()) for t in a.texts]
     assert 50 < np.mean(lengths) < 2000  # real contexts' lengths, resampled
+
+
+def test_any_range_of_synthetic_contexts_is_made_alike():
+    """A shard of a large synthetic corpus is made in its own task: its contexts are those of the whole, by range."""
+    whole = synthetic_contexts(SYNTHETIC_CHUNK + 30, seed=3)
+    parts = [
+        synthetic_contexts(b - a, seed=3, first=a)
+        for a, b in ((0, 7), (7, SYNTHETIC_CHUNK + 4), (SYNTHETIC_CHUNK + 4, SYNTHETIC_CHUNK + 30))
+    ]
+    assert sum((p.texts for p in parts), ()) == whole.texts
+    assert sum((p.context_ids for p in parts), ()) == whole.context_ids
 
 
 def test_a_second_parquet_source_extends_every_corpus(sample, tmp_path):

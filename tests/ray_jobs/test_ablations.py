@@ -95,3 +95,24 @@ def test_embedder_ablation(ray_local, mini_data, tmp_path):
     differ = sum(a != b for a, b in zip(*rankings, strict=True))
     assert len(rankings[0]) > 20 and differ > len(rankings[0]) // 4, differ
     assert "| all-MiniLM-L6-v2 |" in (tmp_path / "ablations" / "embedders.md").read_text()
+
+
+def test_a_sharded_cell_scores_as_the_whole_corpus(ray_local, mini_data, tmp_path):
+    """A synthetic cell above `shard_docs` is searched in shards, each made and indexed in a task of its own with
+    the corpus's statistics: the same MRR@3 and Recall@1 as the cell searched whole, every question certified."""
+    methods = ["bm25", "bm25_focus"]
+    cells = {}
+    for shard_docs in (200, 1000):
+        config = load_config(None, {"data": {"source": mini_data}, "out": str(tmp_path / str(shard_docs))})
+        sizes = (60, 400)
+        paths = ablate_corpus_size(
+            config, seeds=1, methods=methods, sizes=sizes, distractors="synthetic", shard_docs=shard_docs
+        )
+        cells[shard_docs] = {(c["subset"], c["method"], c["size"]): c for c in _rows(paths["cells"])}
+    assert cells[200].keys() == cells[1000].keys() and len(cells[200]) == 2 * 2 * 2
+    for key, whole in cells[1000].items():
+        sharded = cells[200][key]
+        assert (sharded["mrr@3"], sharded["recall@1"]) == (whole["mrr@3"], whole["recall@1"])
+        if key[2] == "400":
+            assert (sharded["shards"], sharded["uncertified"]) == ("2", "0")
+            assert float(sharded["task_peak_rss_mb"]) > 0
