@@ -7,12 +7,14 @@ or inside a function (a deferred import still ties the two modules together). A 
 set of two or more modules. Layers, lowest first (a module may import from its own layer and those below):
 
 0 foundations: errors, storage, progress, model_loads, model_access, quiet, jsonl, tokenize
-1 data and text: data, answer, metrics, reference, rates
+1 data and text: data, answer, metrics, reference, rates; the record format and the numbers made of records
+  (results.records, results.numbers, results.outcomes, results.significance)
 2 engines: generation, retrieval
 3 run settings and corpus-side steps: prompts, methods, config, summaries
 4 the per-process hub: resources
 5 stages
-6 pipeline and reports: pipeline, workload, scoring, report, export, fusion_fit, plots, tables, calibrate
+6 the run and what is made of it: pipeline, workload, fusion_fit, config_reference, calibrate, results (report,
+  findings, compare, export, scoring, plots, tables, explore)
 7 front ends: ray_jobs, serve
 8 the command line: cli (the one `t2rag` command dispatches to every front end)
 """
@@ -30,14 +32,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.model_loads", "t2rag.model_access", "t2rag.quiet",
      "t2rag.jsonl",
      "t2rag.tokenize"),
-    ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.rates"),
+    ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.rates", "t2rag.results.records",
+     "t2rag.results.numbers", "t2rag.results.outcomes", "t2rag.results.significance"),
     ("t2rag.generation", "t2rag.retrieval"),
     ("t2rag.prompts", "t2rag.methods", "t2rag.config", "t2rag.summaries"),
     ("t2rag.resources",),
     ("t2rag.stages",),
-    ("t2rag.pipeline", "t2rag.workload", "t2rag.scoring", "t2rag.report", "t2rag.export", "t2rag.fusion_fit",
-     "t2rag.plots", "t2rag.tables", "t2rag.findings", "t2rag.compare", "t2rag.explore", "t2rag.config_reference",
-     "t2rag.calibrate"),
+    ("t2rag.pipeline", "t2rag.workload", "t2rag.fusion_fit", "t2rag.config_reference", "t2rag.calibrate",
+     "t2rag.results"),
     ("ray_jobs", "serve"),
     ("t2rag.cli",),
 ]  # fmt: skip

@@ -87,7 +87,7 @@ def main() -> None:
     import ray_jobs.evaluate as evaluate
     from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
     from t2rag.config import load_config
-    from t2rag.pipeline.local import LocalEngine
+    from t2rag.pipeline.local import LocalRunner
 
     work = Path(tempfile.mkdtemp())
     fields = {
@@ -96,7 +96,7 @@ def main() -> None:
         "retrieval_only": True,
         "ray": {"retrieve_block_rows": args.block_rows},
     }
-    LocalEngine(load_config(None, {**fields, "out": str(work / "warm")})).run()  # builds the indexes, untimed
+    LocalRunner(load_config(None, {**fields, "out": str(work / "warm")})).run()  # builds the indexes, untimed
     product = evaluate.dataset_from_table
     paths = (("table_blocks", product), ("from_arrow", from_arrow_blocks))
     for round_, (name, reader) in enumerate(paths[i % 2 - j] for i in range(args.rounds) for j in range(2)):

@@ -23,9 +23,9 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 def time_local(fields: dict) -> tuple[float, dict, dict[str, float]]:
     """Seconds, summary and stage totals of a single-process run of the config in this (fresh) process."""
     from t2rag.config import load_config
-    from t2rag.pipeline.local import LocalEngine
+    from t2rag.pipeline.local import LocalRunner
 
-    runner = LocalEngine(load_config(None, fields))
+    runner = LocalRunner(load_config(None, fields))
     start = time.perf_counter()
     summary = runner.run()
     return time.perf_counter() - start, summary, runner.log.totals()
@@ -45,7 +45,7 @@ def main() -> None:
     from ray_jobs.evaluate import run_ray
     from ray_jobs.local_cluster import local_cpus, start_local_cluster
     from t2rag.config import load_config
-    from t2rag.pipeline.local import LocalEngine
+    from t2rag.pipeline.local import LocalRunner
 
     methods = args.methods.split(",")
     work = tempfile.mkdtemp()
@@ -56,7 +56,7 @@ def main() -> None:
     }
     ray_fields = {k: v for k, v in ray_fields.items() if v is not None}  # None: the product's defaults
     base = {"methods": methods, "retrieval_only": True, "ray": ray_fields}
-    LocalEngine(load_config(None, {**base, "out": f"{work}/warm"})).run()  # builds the indexes
+    LocalRunner(load_config(None, {**base, "out": f"{work}/warm"})).run()  # builds the indexes
 
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as fresh:

@@ -15,7 +15,7 @@ from collections import Counter
 import pyarrow.compute as pc
 
 from t2rag.data import build_corpora, load_questions
-from t2rag.pipeline.records import read_records
+from t2rag.results.records import read_records
 
 KINDS = ("another page of the same report", "another year's report of the company", "elsewhere")
 

@@ -37,9 +37,9 @@ from t2rag.data.corpus import Corpus
 from t2rag.data.distractors import extend, load_distractors, synthetic_contexts
 from t2rag.methods import get_method
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k, recall_at_k
-from t2rag.plots import plot_corpus_size
 from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
+from t2rag.results.plots import plot_corpus_size
 from t2rag.retrieval import QueryBlock, build_retriever
 from t2rag.retrieval.base import result_depth
 from t2rag.retrieval.bm25 import BM25Retriever

@@ -19,9 +19,9 @@ from t2rag.config import RunConfig, load_config
 from t2rag.pipeline.local import run_local
 from t2rag.quiet import quiet_libraries
 from t2rag.reference import TABLE4_METRICS
+from t2rag.results.tables import markdown_table
 from t2rag.retrieval import EmbedderConfig
 from t2rag.storage import join, write_bytes
-from t2rag.tables import markdown_table
 
 log = logging.getLogger("t2rag.progress")
 

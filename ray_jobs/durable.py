@@ -5,7 +5,7 @@
 Ray session, and a resubmission (a new copy) cannot resume from it. So inside a Ray job every place the run writes
 (`out`, `retrieval.index_uri`, the `T2RAG_CACHE` directory) must be durable: an `s3://` prefix or an absolute path
 on storage every node shares. `T2RAG_STORAGE`, set once (in the job's `env_vars`, the cluster's environment or the
-shell), is a durable root that relative paths are resolved under, on any engine.
+shell), is a durable root that relative paths are resolved under, on either runner.
 """
 
 from __future__ import annotations

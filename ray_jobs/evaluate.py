@@ -9,7 +9,7 @@ have in common (one embedding pool, one retrieval pool per kind of row). Every g
 summaries, HyDE's documents, answers) goes to one generator service (ray_jobs.generator_service), so the model is
 loaded once per replica per run.
 Records are written as parquet blocks as they finish; the summary comes from them through the same function as
-every other engine's. Rerunning a config into the same `out` (on either runner) skips every (method, question)
+the other runner's. Rerunning a config into the same `out` (on either runner) skips every (method, question)
 that already has a record, so a killed job loses at most its in-flight blocks; within a run, a fault (a lost node,
 a dead engine) starts another attempt at what is missing (`max_attempts`).
 """
@@ -36,11 +36,12 @@ from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.model_check import require_models
 from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
 from t2rag.pipeline.planned import plan_of_run
-from t2rag.pipeline.records import RECORDS_DIR, done_keys, to_answer_inputs, to_records
+from t2rag.pipeline.records import done_keys, to_answer_inputs
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import StageLog
 from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
+from t2rag.results.records import RECORDS_DIR, to_records
 from t2rag.storage import join
 
 log = logging.getLogger("t2rag.progress")

@@ -22,7 +22,7 @@ from t2rag.pipeline.model_check import ModelNeed, needed_models
 from t2rag.pipeline.plan import WorkGroup, plan_work
 from t2rag.rates import Rates, load_rates
 from t2rag.resources import Resources
-from t2rag.tables import markdown_table
+from t2rag.results.tables import markdown_table
 from t2rag.workload import Workload, planned_workload
 
 #: The launcher writes the cluster file here on the head; a driver there (`ray job submit`) plans against the

@@ -16,9 +16,8 @@ from ray.serve.handle import DeploymentHandle
 from serve import openai_api
 from serve.answering import Answering, Prepared, answer_fields
 from serve.deadlines import UNAVAILABLE, Deadline
-from serve.errors import error_body
+from serve.errors import ApiError, error_body, generation_failure, timed_out, unavailable
 from t2rag.answer.readable import ReadableAnswer
-from t2rag.generation.base import REJECTED, is_rejected
 
 
 def rag_result(prepared: Prepared, texts: bool, answer: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -61,14 +60,14 @@ async def chunks(
                 elif text := readable.add(piece["text"]):
                     yield stream.text(text)
     except TimeoutError:
-        yield _error_event(504, f"the generator did not finish within {deadline.budget_s:g} s")
+        yield _error_event(timed_out("generator", deadline.budget_s))
         return
     except UNAVAILABLE:
-        yield _error_event(503, "the generator is unavailable right now (a replica may be restarting); retry")
+        yield _error_event(unavailable("generator"))
         return
-    if generation is None or generation["generation_error"] is not None:
-        error = "the engine ended without a result" if generation is None else generation["generation_error"]
-        yield _error_event(422 if is_rejected(error) else 502, f"generation failed: {error.removeprefix(REJECTED)}")
+    failure = generation_failure(generation)
+    if failure is not None:
+        yield _error_event(failure)
         return
     record = answering.record(prepared, generation)
     tail = readable.finish(record["prediction"], record["formula"])
@@ -80,6 +79,6 @@ async def chunks(
     yield openai_api.DONE
 
 
-def _error_event(status: int, message: str) -> str:
+def _error_event(error: ApiError) -> str:
     """An error inside a stream that has begun: OpenAI's error object as an event, then the end of the stream."""
-    return f"data: {json.dumps(error_body(status, message, openai=True))}\n\n{openai_api.DONE}"
+    return f"data: {json.dumps(error_body(error.status, error.message, openai=True))}\n\n{openai_api.DONE}"

@@ -14,7 +14,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from ray.serve.handle import DeploymentResponse
 
-from serve.errors import BadRequest, GatewayTimeout, Unavailable
+from serve.errors import BadRequest, timed_out, unavailable
 from serve.schemas import MAX_TIMEOUT_MS
 from t2rag.errors import T2RagError
 
@@ -54,10 +54,10 @@ async def call_until(response: DeploymentResponse, deadline: Deadline, what: str
         return await asyncio.wait_for(_awaited(response), deadline.left_s())
     except TimeoutError:
         response.cancel()
-        raise GatewayTimeout(f"the {what} did not answer within {deadline.budget_s:g} s") from None
+        raise timed_out(what, deadline.budget_s) from None
     except UNAVAILABLE as exc:
         log.warning("%s unavailable: %s", what, type(exc).__name__)
-        raise Unavailable(f"the {what} is unavailable right now (a replica may be restarting); retry") from None
+        raise unavailable(what) from None
     except RayTaskError as exc:
         if isinstance(exc.cause, T2RagError):
             raise BadRequest(str(exc.cause)) from None

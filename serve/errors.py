@@ -2,32 +2,26 @@
 own routes, OpenAI's error object (`{"error": {"message", "type", "param", "code"}}`) on the OpenAI routes
 (`/v1/...`), with the status codes the OpenAI SDKs map to their exception classes.
 
-`install_error_handlers` registers the exception handlers on a FastAPI app; `install_guard` wraps it in
-`RequestGuard`, which checks the API key (when one is set), rejects bodies over the size limit (by Content-Length,
-and by counting what actually arrives) or slower than the time limit, records each request's route, method, status
-and latency (serve/metrics.py), and turns anything unexpected into a short 500 while the traceback goes to the
-server log.
+`install_error_handlers` registers the exception handlers on a FastAPI app. Failures that every route meets are
+made here once, with one wording: a generation that gave no text (`generation_failure`), a deployment with no live
+replica (`unavailable`) and a passed deadline (`timed_out`). The request guard is serve/guard.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hmac
-import json
 import logging
 import math
-import time
-from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
-from serve.metrics import METHOD_STATE, RequestMetrics
 from serve.schemas import ErrorResponse
 from t2rag.errors import T2RagError
+from t2rag.generation.base import REJECTED, is_rejected
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +135,16 @@ def error_response(
     return JSONResponse(error_body(status, message, openai, param, code), status_code=status, headers=headers)
 
 
+def app_route(scope: Scope) -> str:
+    """The request path inside the app (Serve passes an app's route prefix as root_path)."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :] or "/"
+    return path
+
+
 def is_openai(request: Request) -> bool:
-    return _route(request.scope).startswith(OPENAI_PREFIX)
+    return app_route(request.scope).startswith(OPENAI_PREFIX)
 
 
 def validation_reason(exc: RequestValidationError) -> tuple[int, str]:
@@ -188,131 +190,25 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, str(exc.detail), headers, openai=is_openai(request))
 
 
-@dataclass(frozen=True)
-class GuardSettings:
-    """What `RequestGuard` enforces on every request."""
-
-    max_body_bytes: int
-    body_timeout_s: float
-    api_key: str | None = None  # when set, `Authorization: Bearer <key>` is required outside OPEN_PATHS
-
-
-#: Routes answered without the API key: probes from load balancers and the API's own documentation.
-OPEN_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
+def generation_failure(generation: dict[str, Any] | None) -> ApiError | None:
+    """The error of a generation that gave no text, on every route (None when it gave one): a request the engine
+    refuses as given (`t2rag.generation.base.REJECTED`) is a 422, any other failure a 502."""
+    error = "the engine ended without a result" if generation is None else generation["generation_error"]
+    if error is None:
+        return None
+    if is_rejected(error):
+        return Unprocessable(f"the generator cannot run this request: {error.removeprefix(REJECTED)}")
+    return BadGateway(f"generation failed: {error}")
 
 
-class RequestGuard:
-    """ASGI middleware: the API key, limits on body size and on the time the body takes to arrive, and a
-    last-resort handler for errors nothing else caught."""
-
-    def __init__(self, app: ASGIApp, guard: GuardSettings, metrics: RequestMetrics | None = None):
-        self.app = app
-        self.guard = guard
-        self.metrics = metrics
-        self._key = guard.api_key.encode() if guard.api_key else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        route = _route(scope)
-        openai = route.startswith(OPENAI_PREFIX)
-        started_at = time.perf_counter()
-        status = 500
-
-        async def reply(answer: int, reason: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-            nonlocal status
-            status = answer
-            error_code = "invalid_api_key" if answer == 401 else None
-            await _send_json(send, answer, error_body(answer, reason, openai, code=error_code), extra)
-
-        if self._key is not None and route not in OPEN_PATHS and not self._authorized(scope):
-            await reply(401, "missing or wrong API key (send Authorization: Bearer <key>)", _CHALLENGE)
-            self._record(scope, route, status, started_at)
-            return
-        limit = self.guard.max_body_bytes
-        declared = _content_length(scope)
-        if declared is not None and (declared < 0 or declared > limit):
-            reason = BodyTooLarge(limit).detail if declared >= 0 else "invalid Content-Length header"
-            await reply(413 if declared >= 0 else 400, reason)
-            self._record(scope, route, status, started_at)
-            return
-        received = 0
-        started = False
-        deadline = asyncio.get_running_loop().time() + self.guard.body_timeout_s
-        body_done = False
-
-        async def counted_receive() -> Message:
-            nonlocal received, body_done
-            if body_done:  # after the body only a disconnect can come: wait for it without a deadline
-                return await receive()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    message = await receive()
-            except TimeoutError:
-                raise BodyTooSlow(self.guard.body_timeout_s) from None
-            if message["type"] == "http.request":
-                body_done = not message.get("more_body", False)
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise BodyTooLarge(limit)
-            return message
-
-        async def tracked_send(message: Message) -> None:
-            nonlocal started, status
-            if message["type"] == "http.response.start":
-                started, status = True, message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, counted_receive, tracked_send)
-        except Exception:
-            log.exception("unexpected error handling %s %s", scope.get("method"), scope.get("path"))
-            if not started:
-                await reply(500, INTERNAL_ERROR)
-        finally:
-            self._record(scope, route, status, started_at)
-
-    def _record(self, scope: Scope, route: str, status: int, started_at: float) -> None:
-        if self.metrics is not None:
-            method = (scope.get("state") or {}).get(METHOD_STATE, "-")
-            self.metrics.record(route, method, status, time.perf_counter() - started_at)
-
-    def _authorized(self, scope: Scope) -> bool:
-        assert self._key is not None
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                scheme, _, token = value.partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._key)
-        return False
+def unavailable(what: str, retry_after_s: float = 1.0) -> Unavailable:
+    """A deployment with no live replica right now (one may be restarting)."""
+    return Unavailable(f"the {what} is unavailable right now (a replica may be restarting); retry", retry_after_s)
 
 
-_CHALLENGE = [(b"www-authenticate", b"Bearer")]
-
-
-def _route(scope: Scope) -> str:
-    """The request path inside the app (Serve passes an app's route prefix as root_path)."""
-    path, root = scope.get("path", ""), scope.get("root_path", "")
-    if root and path.startswith(root):
-        return path[len(root) :] or "/"
-    return path
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return -1
-    return None
-
-
-async def _send_json(send: Send, status: int, payload: dict, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def timed_out(what: str, budget_s: float) -> GatewayTimeout:
+    """A deployment that did not answer within the request's deadline."""
+    return GatewayTimeout(f"the {what} did not answer within {budget_s:g} s")
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -321,11 +217,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(T2RagError, _t2rag_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-
-
-def install_guard(app: FastAPI, guard: GuardSettings, metrics: RequestMetrics | None = None) -> None:
-    """Wrap an app in the request guard (before its first request)."""
-    app.add_middleware(RequestGuard, guard=guard, metrics=metrics)
 
 
 def _documented(entries: list[tuple[int, str]]) -> dict[int | str, dict]:

@@ -27,15 +27,15 @@ def as_columns(generation: Generation) -> dict[str, Any]:
 
 @serve.deployment(name="Generator")
 class GeneratorDeployment:
-    """The configured engine: in this replica, or behind its served backend's handle."""
+    """The configured generator: built by its engine in this replica, or behind its served backend's handle."""
 
-    def __init__(self, generator: GeneratorConfig, backend: DeploymentHandle | None = None):
-        engine = engine_of(generator)
+    def __init__(self, config: GeneratorConfig, backend: DeploymentHandle | None = None):
+        engine = engine_of(config)
         if backend is not None:
-            self.engine = engine.served_generator(generator, backend)
+            self.generator = engine.served_generator(config, backend)
         else:
-            self.engine = engine.build(engine.for_serving(generator))
-            self.engine.load()  # the weights now, not on the first request
+            self.generator = engine.build(engine.for_serving(config))
+            self.generator.load()  # the weights now, not on the first request
 
     async def generate(self, request: dict[str, str]) -> dict[str, Any]:
         """The generation columns of one request row (`messages_json`, `params_json`); engine failures come back
@@ -51,12 +51,12 @@ class GeneratorDeployment:
             yield {"text": delta.text} if delta.done is None else as_columns(delta.done)
 
     def _deltas(self, request: ChatRequest) -> AsyncIterator[Delta]:
-        return self.engine.astream(request)
+        return self.generator.astream(request)
 
     def check_health(self) -> None:
         """Serve's liveness probe: answering at all is enough."""
 
     def __del__(self) -> None:
-        engine = getattr(self, "engine", None)
-        if engine is not None:
-            engine.close()
+        generator = getattr(self, "generator", None)
+        if generator is not None:
+            generator.close()

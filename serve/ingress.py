@@ -22,13 +22,12 @@ from serve.deadlines import Deadline, TimeoutHeader, call_until, server_timing
 from serve.errors import (
     GENERATION_ERRORS,
     ROUTE_ERRORS,
-    BadGateway,
     BadRequest,
     NotFound,
-    Unprocessable,
+    generation_failure,
     install_error_handlers,
-    install_guard,
 )
+from serve.guard import install_guard
 from serve.lanes import Lanes
 from serve.metrics import RequestMetrics
 from serve.retrieval import RetrievalService
@@ -38,7 +37,6 @@ from serve.schemas import (
     AnswerRequest,
     AnswerResponse,
     Context,
-    GenerateRequest,
     HealthResponse,
     MethodInfo,
     MethodsResponse,
@@ -50,7 +48,7 @@ from serve.schemas import (
 )
 from serve.settings import ServeSettings, default_corpus
 from t2rag.config import RunConfig
-from t2rag.generation.base import REJECTED, ChatRequest, SamplingParams, is_rejected
+from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.requests import request_row
 from t2rag.methods import METHODS, Method
 from t2rag.resources import Resources
@@ -169,7 +167,7 @@ class RAGIngress:
 
     # -- the OpenAI API ------------------------------------------------------------------------------------
     @api.get("/v1/models", summary="OpenAI: the served methods, as models")
-    async def models(self) -> dict[str, Any]:
+    async def models(self) -> openai_api.ModelList:
         return openai_api.model_list(self._chat_models(), self.created)
 
     @api.post(
@@ -209,7 +207,9 @@ class RAGIngress:
 
     @api.post("/generate", response_model=openai_api.GenerateResponse, responses=GENERATION_ERRORS,
               summary="Chat completion")  # fmt: skip
-    async def generate(self, body: GenerateRequest, timeout_ms: TimeoutHeader = None) -> openai_api.GenerateResponse:
+    async def generate(
+        self, body: openai_api.GenerateRequest, timeout_ms: TimeoutHeader = None
+    ) -> openai_api.GenerateResponse:
         deadline = Deadline(self.settings.generation_timeout_s, timeout_ms)
         self._require_generator()
         params = SamplingParams(temperature=body.temperature, top_p=body.top_p, max_tokens=body.max_tokens)
@@ -284,12 +284,10 @@ class RAGIngress:
         return self.answering.prompt(method, corpus, question, k, ranked, gold, seconds, started)
 
     async def _generate(self, request: dict[str, str], deadline: Deadline) -> dict[str, Any]:
-        """Generation columns for one request row; a request the engine refuses is a 422, other failures a 502."""
+        """Generation columns for one request row (a failed generation raises its `generation_failure`)."""
         response = self._require_generator().generate.remote(request)
         generation: dict[str, Any] = await call_until(response, deadline, "generator")
-        error = generation["generation_error"]
-        if is_rejected(error):
-            raise Unprocessable(f"the generator cannot run this request: {error.removeprefix(REJECTED)}")
-        if error is not None:
-            raise BadGateway(f"generation failed: {error}")
+        failure = generation_failure(generation)
+        if failure is not None:
+            raise failure
         return generation

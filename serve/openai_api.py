@@ -1,4 +1,5 @@
-"""The OpenAI chat-completions API of the served RAG: request and response models, and the pieces of a stream.
+"""The OpenAI-shaped routes of the served RAG (/v1/chat/completions, /v1/models, /generate): their request and
+response models, and the pieces of a stream.
 
 A served method is a model (`model: "bm25_meta"`). The last message is the question (it must be the user's);
 earlier user and assistant turns go into the prompt as the conversation, and the client's system messages are added
@@ -18,12 +19,37 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from serve.schemas import MAX_GENERATE_TOKENS, MAX_K, MAX_MESSAGES, MAX_QUESTION_CHARS, ChatMessage, Context, Usage
+from serve.schemas import (
+    MAX_GENERATE_TOKENS,
+    MAX_K,
+    MAX_MESSAGES,
+    MAX_QUESTION_CHARS,
+    Context,
+    StrictRequest,
+    Usage,
+)
 
 #: Extension fields live under this key, in requests and replies.
 EXTENSION = "t2rag"
 MAX_STOP = 4
 MAX_MESSAGE_CHARS = 8_000
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    role: Literal["system", "user", "assistant"] = Field(description="who wrote the message")
+    content: str = Field(description="the message text")
+
+
+class GenerateRequest(StrictRequest):
+    """An OpenAI-style chat completion request (`model`, if given, is ignored: the app serves one model)."""
+
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES, description="the conversation so far")
+    max_tokens: int = Field(256, ge=1, le=MAX_GENERATE_TOKENS, description="the most tokens to generate")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature; 0 is greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    model: str | None = Field(None, max_length=256, description="accepted for OpenAI clients and ignored")
 
 
 class TextPart(BaseModel):
@@ -259,8 +285,21 @@ class ChunkStream:
 DONE = "data: [DONE]\n\n"
 
 
-def model_list(names: list[str], created: int) -> dict[str, Any]:
-    return {
-        "object": "list",
-        "data": [{"id": n, "object": "model", "created": created, "owned_by": "t2rag"} for n in names],
-    }
+class ModelCard(BaseModel):
+    """A served method, as OpenAI's model object."""
+
+    id: str = Field(description="the method's name, passed as `model`")
+    object: Literal["model"] = "model"
+    created: int = Field(description="when the app started (Unix seconds)")
+    owned_by: str = "t2rag"
+
+
+class ModelList(BaseModel):
+    """GET /v1/models' reply: every method a chat completion can name."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+def model_list(names: list[str], created: int) -> ModelList:
+    return ModelList(data=[ModelCard(id=n, created=created) for n in names])

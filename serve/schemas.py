@@ -1,4 +1,5 @@
-"""Request and response models of the HTTP API; their field descriptions make up the OpenAPI schema."""
+"""Request and response models of the app's own routes (retrieve, answer, methods, ready); those of the OpenAI-shaped
+routes (/generate, /v1/...) are serve/openai_api.py's. Their field descriptions make up the OpenAPI schema."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ MAX_GENERATE_TOKENS = 2_048
 MAX_TIMEOUT_MS = 600_000
 
 
-class _Request(BaseModel):
+class StrictRequest(BaseModel):
     """Requests reject unknown fields and values of the wrong JSON type (no silent coercion)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class _QuestionRequest(_Request):
+class _QuestionRequest(StrictRequest):
     """The fields /retrieve and /answer share."""
 
     question: str = Field(
@@ -122,23 +123,6 @@ class AnswerResponse(BaseModel):
     contexts: list[Context] = Field(description="the contexts the generator read, in prompt order")
     usage: Usage = Field(description="token counts of the generation")
     timings: Timings = Field(description="where the time went")
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    role: Literal["system", "user", "assistant"] = Field(description="who wrote the message")
-    content: str = Field(description="the message text")
-
-
-class GenerateRequest(_Request):
-    """An OpenAI-style chat completion request (`model`, if given, is ignored: the app serves one model)."""
-
-    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES, description="the conversation so far")
-    max_tokens: int = Field(256, ge=1, le=MAX_GENERATE_TOKENS, description="the most tokens to generate")
-    temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature; 0 is greedy")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
-    model: str | None = Field(None, max_length=256, description="accepted for OpenAI clients and ignored")
 
 
 class MethodInfo(BaseModel):

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from serve.errors import GuardSettings
+from serve.guard import GuardSettings
 from t2rag.config import RunConfig, load_config
 from t2rag.data import POOLED
 from t2rag.errors import ConfigError

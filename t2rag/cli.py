@@ -61,7 +61,7 @@ def _finite(obj: object) -> object:
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
     from t2rag.data import load_questions, subset_stats
-    from t2rag.tables import markdown_table
+    from t2rag.results.tables import markdown_table
 
     qs = load_questions(args.data, args.subsets, args.split)
     if len(qs) == 0:
@@ -84,8 +84,8 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from t2rag.data import load_questions
-    from t2rag.scoring import read_predictions, score_predictions
-    from t2rag.tables import summary_table
+    from t2rag.results.scoring import read_predictions, score_predictions
+    from t2rag.results.tables import summary_table
 
     qs = load_questions(args.data, args.subsets, args.split)
     result = score_predictions(qs, read_predictions(args.predictions), only_predicted=args.only_predicted)
@@ -155,7 +155,7 @@ def config_overrides(args: argparse.Namespace) -> dict:
 def cmd_eval(args: argparse.Namespace) -> int:
     from t2rag.config import load_config
     from t2rag.pipeline.local import run_local
-    from t2rag.tables import methods_table
+    from t2rag.results.tables import methods_table
 
     logging.getLogger("t2rag.progress").setLevel(logging.INFO)
     config = load_config(args.config, config_overrides(args))
@@ -219,7 +219,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from t2rag.report import write_report
+    from t2rag.results.report import write_report
     from t2rag.storage import read_bytes
 
     written = write_report(args.run_dir, args.out, args.paper)
@@ -233,10 +233,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from t2rag.compare import compare_runs
-    from t2rag.findings import difference_rows
-    from t2rag.metrics.significance import significant
-    from t2rag.tables import markdown_table
+    from t2rag.results.compare import compare_runs
+    from t2rag.results.findings import difference_rows
+    from t2rag.results.significance import significant
+    from t2rag.results.tables import markdown_table
 
     found = compare_runs(args.a, args.b)
     if args.json:
@@ -250,7 +250,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from t2rag.explore.app import serve_run
+    from t2rag.results.explore.app import serve_run
 
     def ready(url: str) -> None:
         print(f"t2rag explore: {args.run_dir} at {url} (Ctrl-C stops)", flush=True)
@@ -262,7 +262,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from t2rag.export import export_leaderboard
+    from t2rag.results.export import export_leaderboard
 
     done = export_leaderboard(args.run_dir, args.out, args.method, args.partial)
     if args.json:
@@ -475,7 +475,24 @@ def _extra_commands() -> Sequence[Callable[[argparse._SubParsersAction], None]]:
     return [register_serve]
 
 
+#: Flags renamed since they were released: the old name gets one line naming its successor (exit 2).
+RENAMED_FLAGS = {"--engine": "--runner"}
+
+
+def renamed_flag(argv: Sequence[str]) -> str | None:
+    """The error for the first renamed flag in `argv` (None: there is none)."""
+    for arg in argv:
+        name = arg.split("=", 1)[0]
+        if name in RENAMED_FLAGS:
+            return f"{name} is now {RENAMED_FLAGS[name]}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    renamed = renamed_flag(sys.argv[1:] if argv is None else argv)
+    if renamed is not None:
+        print(f"t2rag: error: {renamed}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if argv is not None:

@@ -94,7 +94,7 @@ class RayConfig(BaseModel):
     def _moved(cls, data: object) -> object:
         for old, new in MOVED_RAY_FIELDS.items():
             if isinstance(data, dict) and old in data:
-                raise ValueError(f"ray.{old} is now {new} (one knob for every engine)")
+                raise ValueError(f"ray.{old} is now {new} (one knob for Ray runs and served apps)")
         return data
 
 
@@ -200,7 +200,8 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "config"
-        raise ConfigError(f"{path or 'config'}: {where}: {first['msg']}") from exc
+        message = first["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's own error
+        raise ConfigError(f"{path or 'config'}: {where}: {message}") from exc
 
 
 def _read_config(path: Path, seen: tuple[Path, ...]) -> dict:

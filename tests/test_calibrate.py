@@ -13,7 +13,7 @@ from t2rag.calibrate import Prefill, fit_prefill
 from t2rag.cli import main
 from t2rag.generation.base import ChatRequest, Generation, Generator
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.engine import Capabilities, Engine
+from t2rag.generation.engine import Batching, Engine
 from t2rag.generation.registry import ENGINES, register_engine
 from t2rag.rates import GeneratorRate, load_rates
 
@@ -61,8 +61,8 @@ class ScriptedEngine(Engine):
     def build(self, config: ScriptedConfig) -> Generator:
         return ScriptedGenerator(config)
 
-    def capabilities(self, config: ScriptedConfig) -> Capabilities:
-        return Capabilities(False, "one_at_a_time", False, True, True)
+    def batching(self, config: ScriptedConfig) -> Batching:
+        return "one_at_a_time"
 
 
 ENGINE = ScriptedEngine()  # what a process told of this module by T2RAG_ENGINES registers (a Ray worker)

@@ -224,3 +224,21 @@ def test_unreachable_s3_is_one_line(capsys, monkeypatch, argv):
     code, _, err = run_cli(capsys, *argv)
     assert code == 2 and err.startswith("t2rag: error: ") and err.count("\n") == 1, err
     assert "t2rag-nowhere" in err
+
+
+@pytest.mark.parametrize(
+    "argv, config, expected",
+    [
+        (["eval", "--engine", "ray"], None, "t2rag: error: --engine is now --runner"),
+        (["eval", "--engine=local", "--limit", "1"], None, "t2rag: error: --engine is now --runner"),
+        (["plan"], "engine: local\nmethods: [bm25]\n", "config: 'engine' (local or ray) is now 'runner'"),
+        (["plan"], "ray:\n  generate_actors: 2\n", "ray.generate_actors is now generator.replicas"),
+    ],
+)
+def test_an_old_flag_or_config_key_is_answered_with_its_successor(capsys, tmp_path, argv, config, expected):
+    if config is not None:
+        (tmp_path / "old.yaml").write_text(config)
+        argv = [*argv, "--config", str(tmp_path / "old.yaml")]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and expected in err

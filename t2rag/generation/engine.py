@@ -19,17 +19,6 @@ Batching = Literal["one_at_a_time", "concurrent", "continuous"]
 
 
 @dataclass(frozen=True)
-class Capabilities:
-    """What an engine does, for the callers that adapt to it."""
-
-    streaming: bool  # text comes as it is produced (otherwise the whole completion at once)
-    batching: Batching
-    structured_output: bool  # it can enforce the answer's JSON schema
-    prefix_reuse: bool  # it reuses the computed prefix a prompt shares with earlier ones
-    token_counting: bool  # it reports prompt and completion tokens
-
-
-@dataclass(frozen=True)
 class Placement:
     """How a Ray run holds the generator: `replicas` actors of `cpus` and `gpus` each, `gpus_together` of whose
     GPUs must share a node (one tensor-parallel group), `batch_rows` rows per call."""
@@ -48,13 +37,17 @@ class Engine(ABC):
 
     name: ClassVar[str]
     config_class: ClassVar[type[GeneratorConfig]]
+    #: The distributions it runs on, whose versions a run's manifest records.
+    packages: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def build(self, config: Any) -> Generator:
         """The engine for `config` (not loaded yet)."""
 
     @abstractmethod
-    def capabilities(self, config: Any) -> Capabilities: ...
+    def batching(self, config: Any) -> Batching:
+        """How the engine takes several requests (the single-process runner sends one-at-a-time engines blocks of one
+        row, so progress is reported as answers come)."""
 
     def weights(self, config: Any) -> Availability:
         """Whether the weights a replica loads can be had on this machine (not checked by default)."""

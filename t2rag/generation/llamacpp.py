@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from t2rag.generation.base import ChatRequest, Delta, Generation, Generator, Message, log_batch, rejected
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.engine import Capabilities, Engine
+from t2rag.generation.engine import Batching, Engine
 from t2rag.generation.grammar_first import grammar_first
 from t2rag.generation.models import PACKAGED_MODELS, packaged_availability, resolve_gguf
 from t2rag.model_access import Availability
@@ -46,18 +46,13 @@ class LlamaCppConfig(GeneratorConfig):
 class LlamaCppEngine(Engine):
     name = "llamacpp"
     config_class = LlamaCppConfig
+    packages = ("llama_cpp_python",)
 
     def build(self, config: LlamaCppConfig) -> Generator:
         return LlamaCppGenerator(config)
 
-    def capabilities(self, config: LlamaCppConfig) -> Capabilities:
-        return Capabilities(
-            streaming=True,
-            batching="one_at_a_time",
-            structured_output=True,
-            prefix_reuse=config.prompt_cache,
-            token_counting=True,
-        )
+    def batching(self, config: LlamaCppConfig) -> Batching:
+        return "one_at_a_time"
 
     def for_serving(self, config: LlamaCppConfig) -> LlamaCppConfig:
         return config.model_copy(update={"prompt_cache": False})

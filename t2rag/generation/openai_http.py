@@ -29,7 +29,7 @@ from t2rag.generation.base import (
     reported_cached_tokens,
 )
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.engine import Capabilities, Engine
+from t2rag.generation.engine import Batching, Engine
 from t2rag.model_access import Availability
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class OpenAIConfig(GeneratorConfig):
 class OpenAIEngine(Engine):
     name = "openai"
     config_class = OpenAIConfig
+    packages = ("httpx",)
 
     def build(self, config: OpenAIConfig) -> Generator:
         return OpenAIHTTPGenerator(config)
@@ -76,14 +77,8 @@ class OpenAIEngine(Engine):
     def weights(self, config: OpenAIConfig) -> Availability:
         return Availability(True, f"served by {config.base_url} (not checked here)")
 
-    def capabilities(self, config: OpenAIConfig) -> Capabilities:
-        return Capabilities(
-            streaming=True,
-            batching="concurrent",
-            structured_output=config.json_mode != "none",
-            prefix_reuse=False,  # the server's business; it may report reuse in its usage
-            token_counting=True,
-        )
+    def batching(self, config: OpenAIConfig) -> Batching:
+        return "concurrent"
 
 
 class OpenAIHTTPGenerator(Generator):

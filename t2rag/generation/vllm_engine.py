@@ -28,7 +28,7 @@ from pydantic import Field
 from t2rag.errors import ConfigError, EngineRefused, first_line
 from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, Generator, SamplingParams, rejected
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.engine import Capabilities, Engine, Placement
+from t2rag.generation.engine import Batching, Engine, Placement
 from t2rag.generation.models import PACKAGED_MODELS, packaged_availability
 from t2rag.model_access import Availability, hub_availability, loading
 from t2rag.model_loads import record_load
@@ -68,6 +68,7 @@ class VLLMConfig(GeneratorConfig):
 class VLLMEngine(Engine):
     name = "vllm"
     config_class = VLLMConfig
+    packages = ("vllm",)
 
     def build(self, config: VLLMConfig) -> Generator:
         return VLLMGenerator(config)
@@ -78,14 +79,8 @@ class VLLMEngine(Engine):
             return packaged_availability(config.model)
         return hub_availability(config.model)
 
-    def capabilities(self, config: VLLMConfig) -> Capabilities:
-        return Capabilities(
-            streaming=True,
-            batching="continuous",
-            structured_output=True,
-            prefix_reuse=config.enable_prefix_caching,
-            token_counting=True,
-        )
+    def batching(self, config: VLLMConfig) -> Batching:
+        return "continuous"
 
     def variant(self, config: VLLMConfig) -> str:
         return config.quantization or ""

@@ -17,10 +17,11 @@ from t2rag.model_loads import loads, loads_since
 from t2rag.pipeline.model_check import require_models
 from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
 from t2rag.pipeline.planned import plan_of_run
-from t2rag.pipeline.records import done_keys, new_part_name, to_answer_inputs, to_records, write_records
+from t2rag.pipeline.records import done_keys, new_part_name, to_answer_inputs, write_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import Progress, StageLog
 from t2rag.resources import Resources
+from t2rag.results.records import to_records
 from t2rag.stages import STAGES, Stage
 from t2rag.stages.base import run_chain
 
@@ -37,7 +38,7 @@ RETRIEVE_BLOCK_ROWS = 4096
 PREFIX_WINDOW_QUESTIONS = 1024
 
 
-class LocalEngine:
+class LocalRunner:
     """Runs a RunConfig in this process and writes records, summary and manifest under `config.out`."""
 
     def __init__(self, config: RunConfig, resources: Resources | None = None):
@@ -141,7 +142,7 @@ class LocalEngine:
     def generate_block_rows(self) -> int:
         # An engine that runs prompts one after another is as fast on a block of one row, and reports sooner.
         g = self.config.generator
-        one_at_a_time = g is not None and engine_of(g).capabilities(g).batching == "one_at_a_time"
+        one_at_a_time = g is not None and engine_of(g).batching(g) == "one_at_a_time"
         return 1 if one_at_a_time else GENERATE_BLOCK_ROWS
 
     def apply(self, stages: tuple[str, ...], batch: pa.Table, done: str = "") -> pa.Table:
@@ -163,4 +164,4 @@ def _methods(work: list[WorkGroup]) -> list[str]:
 
 
 def run_local(config: RunConfig, overwrite: bool = False) -> dict:
-    return LocalEngine(config).run(overwrite=overwrite)
+    return LocalRunner(config).run(overwrite=overwrite)

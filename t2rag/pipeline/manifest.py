@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from t2rag.errors import InputError
+from t2rag.generation.registry import engine_named
 from t2rag.storage import join, read_bytes, write_bytes
 
 PACKAGES = (
@@ -24,14 +25,13 @@ PACKAGES = (
     "pyarrow",
     "numpy",
     "rank-bm25",
-    "llama_cpp_python",
-    "vllm",
 )
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(engine_packages: tuple[str, ...] = ()) -> dict[str, str]:
+    """The installed versions of the packages every run uses and of those its generator's engine declares."""
     out = {}
-    for name in PACKAGES:
+    for name in dict.fromkeys([*PACKAGES, *engine_packages]):
         try:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -95,10 +95,15 @@ def build_manifest(
         "fingerprint": fingerprint,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "wall_s": round(time.time() - started, 2),
-        "versions": package_versions(),
+        "versions": package_versions(_engine_packages(config)),
         "git_commit": git_commit(),
         "hardware": hardware(),
         "stage_totals_s": totals,
         "stages": stages,
         "tokens": tokens,
     }
+
+
+def _engine_packages(config: dict) -> tuple[str, ...]:
+    generator = config.get("generator")
+    return engine_named(generator["engine"]).packages if generator else ()

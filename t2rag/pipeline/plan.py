@@ -1,9 +1,9 @@
-"""Planning, the same for every engine: which (method, question) pairs still need work, and through which stages.
+"""Planning, the same for every runner: which (method, question) pairs still need work, and through which stages.
 
 A run's work is one row per (method, question): every scored question for a retrieving method, the seeded
 generation sample for methods that only answer or that generate before they retrieve (HyDE). A row's stages are its
 method's chain, with the answering stages only for the generation sample. Rows whose (method, id) already has a
-record are left out, so a run resumes on any engine from whatever any engine wrote.
+record are left out, so a run resumes on either runner from whatever either wrote.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class WorkGroup:
 def split_chain(stages: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     """A group's stages as (its own part, the part it can share with other groups, whether it answers): its own
     part runs up to its last generation before the answering tail (HyDE's query); every answering group then ends
-    with the same `ANSWER_TAIL`, which the engines run once for the rows of every method together."""
+    with the same `ANSWER_TAIL`, which the runners run once for the rows of every method together."""
     answers = stages[-len(ANSWER_TAIL) :] == ANSWER_TAIL
     chain = stages[: -len(ANSWER_TAIL)] if answers else stages
     generations = [i for i, name in enumerate(chain) if name == "generate"]

@@ -1,7 +1,7 @@
-"""A run's lifecycle, the same for every engine: claim the output, find what is done, and finish with the summary.
+"""A run's lifecycle, the same for every runner: claim the output, find what is done, and finish with the summary.
 
 with claim_run(config, questions, overwrite) as done:  # validate, lock, list finished (method, id)
-    ... an engine computes plan_work(config, questions, done) and writes record blocks ...
+    ... a runner computes plan_work(config, questions, done) and writes record blocks ...
     summary = finish_run(config, log, started, "local", resources.data_description())
 """
 
@@ -23,17 +23,10 @@ from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
 from t2rag.pipeline.manifest import build_manifest, read_json, write_json
 from t2rag.pipeline.planned import against_run
-from t2rag.pipeline.records import (
-    METRIC_COLUMNS,
-    USAGE_COLUMNS,
-    count_failed,
-    done_keys,
-    generation_usage,
-    read_records,
-    release_failed,
-    summarize_records,
-)
+from t2rag.pipeline.records import count_failed, done_keys, release_failed
 from t2rag.progress import StageLog
+from t2rag.results.numbers import METRIC_COLUMNS, USAGE_COLUMNS, generation_usage, summarize_records
+from t2rag.results.records import read_records
 from t2rag.storage import filesystem_for, is_s3
 
 log = logging.getLogger("t2rag.progress")
@@ -168,7 +161,7 @@ def finish_run(
     config: RunConfig,
     log: StageLog,
     started: float,
-    engine: str,
+    runner: str,
     data: dict,
     attempts: Attempts | None = None,
     model_loads: dict[str, int] | None = None,
@@ -198,7 +191,7 @@ def finish_run(
     }
     write_json(config.out, "summary.json", result)
     manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)
-    manifest.update(engine=engine, data=data, attempts=result["attempts"], model_loads=result["model_loads"])
+    manifest.update(runner=runner, data=data, attempts=result["attempts"], model_loads=result["model_loads"])
     if plan:
         manifest["plan"] = {k: v for k, v in plan.items() if k != "keys"}
     manifest.update(manifest_extra)

@@ -9,8 +9,8 @@ from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.requests import REQUEST_TYPES, request_columns
 from t2rag.methods import get_method, readers_of
 from t2rag.metrics.number_match import number_match_one
-from t2rag.metrics.outcomes import outcomes
 from t2rag.prompts import ANSWER_SCHEMA
+from t2rag.results.outcomes import outcomes
 from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
 
 TEXTS_TYPE = pa.list_(pa.string())
@@ -98,7 +98,7 @@ SCORE_TYPES: dict[str, pa.DataType] = {
 class ParseAnswers(Stage):
     """`raw_output`, `table_text`, `reference`, `method`, `gold_rank` -> `formula`, `prediction_source`,
     `prediction`, `json_ok`, `formula_ok`, `number_match`, `reasoning_steps`, `outcome` (the answer module's
-    policy, then Number Match and why it failed: t2rag.metrics.outcomes). Without `reference` (a served answer)
+    policy, then Number Match and why it failed: t2rag.results.outcomes). Without `reference` (a served answer)
     nothing is scored: `number_match` and `outcome` are null."""
 
     name = "parse_answers"

@@ -3,7 +3,7 @@
 A stage maps a pyarrow batch to a pyarrow batch: it reads the columns it declares, adds (or replaces) the columns it
 declares, with their Arrow types, and passes every other column through. It also declares the kind of pool it needs,
 which is all Ray's placement knows of it. It is built once per process from a `Resources` (which loads models and
-indexes lazily, once) and called on batches of any size; engines only decide where and how often it is called.
+indexes lazily, once) and called on batches of any size; runners only decide where and how often it is called.
 A new stage is one subclass (it registers itself by its `name`) plus its place in `t2rag.stages.STAGES`.
 """
 

@@ -11,8 +11,8 @@ import pytest
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
 from t2rag.pipeline.plan import plan_work
-from t2rag.pipeline.records import read_records
 from t2rag.resources import Resources
+from t2rag.results.records import read_records
 from t2rag.workload import measure_workload
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]

@@ -22,9 +22,9 @@ import pytest
 from t2rag.config import load_config
 from t2rag.generation.base import ChatRequest, Generation, Generator
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.engine import Capabilities, Engine, Placement
+from t2rag.generation.engine import Batching, Engine, Placement
 from t2rag.generation.registry import ENGINES, engine_of, register_engine
-from t2rag.pipeline.records import read_records
+from t2rag.results.records import read_records
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,12 +55,13 @@ class ToyGenerator(Generator):
 class ToyEngine(Engine):
     name = "toy"
     config_class = ToyConfig
+    packages = ("pluggy",)  # a distribution no run records unless its engine declares it
 
     def build(self, config: ToyConfig) -> Generator:
         return ToyGenerator(config)
 
-    def capabilities(self, config: ToyConfig) -> Capabilities:
-        return Capabilities(False, "one_at_a_time", False, False, True)
+    def batching(self, config: ToyConfig) -> Batching:
+        return "one_at_a_time"
 
     def placement(self, config: ToyConfig) -> Placement:
         return Placement(config.replicas, 0.5, 0.0, config.batch_size)
@@ -107,6 +108,8 @@ def test_a_toy_engine_runs_in_one_process_and_on_ray(toy, tiny_data, tmp_path):
     assert on_ray == answers
     assert {(a["prediction"], a["generation_error"]) for a in answers.values()} == {(7.25, None)}
     assert all(a["prompt_tokens"] > 100 for a in answers.values())  # the real prompts reached the toy engine
+    for run in ("local", "ray"):  # the engine's own packages are in each run's manifest
+        assert "pluggy" in json.loads((tmp_path / run / "manifest.json").read_text())["versions"]
 
 
 def test_t2rag_serve_serves_a_toy_engine(toy, tiny_data, tmp_path):

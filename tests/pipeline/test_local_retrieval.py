@@ -12,8 +12,8 @@ from t2rag.cli import main
 from t2rag.config import RunConfig, load_config
 from t2rag.errors import ConfigError
 from t2rag.metrics import gold_ranks
-from t2rag.pipeline.local import LocalEngine
-from t2rag.pipeline.records import RECORD_SCHEMA, read_records
+from t2rag.pipeline.local import LocalRunner
+from t2rag.results.records import RECORD_SCHEMA, read_records
 
 pytestmark = pytest.mark.slow
 
@@ -77,20 +77,20 @@ def test_rerun_resumes_and_changed_config_is_refused(finqa_run, capsys):
     config = load_config(
         None, {"data": {"subsets": ["FinQA"]}, "methods": METHODS.split(","), "retrieval_only": True, "out": str(out)}
     )
-    runner = LocalEngine(config)
+    runner = LocalRunner(config)
     result = runner.run()
     assert not [e for e in runner.log.entries if e["stage"] in ("retrieve", "index")]  # nothing recomputed
     assert result["methods"]["bm25"]["weighted"]["mrr@3"] == pytest.approx(76.8214, abs=1e-3)
 
     changed = config.model_copy(update={"retrieval": config.retrieval.model_copy(update={"k": 5})})
     with pytest.raises(ConfigError, match="different configuration"):
-        LocalEngine(changed).run()
+        LocalRunner(changed).run()
 
 
 def test_methods_needing_a_generator_are_refused_without_one(tmp_path):
     config = RunConfig(methods=["hyde"], retrieval_only=True, out=str(tmp_path / "x"))
     with pytest.raises(ConfigError, match="needs a generator"):
-        LocalEngine(config).run()
+        LocalRunner(config).run()
 
 
 def test_bad_config_is_one_line(tmp_path, capsys):

@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from t2rag.config import load_config
 from t2rag.data import load_questions
-from t2rag.pipeline.local import LocalEngine
+from t2rag.pipeline.local import LocalRunner
 from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
 
@@ -26,7 +26,7 @@ def test_rankings_ignore_the_question_rows_metadata(tmp_path) -> None:
             "out": str(tmp_path / "run"),
         },
     )
-    engine = LocalEngine(config, Resources(config, questions=questions))  # the corpus comes from these rows
+    engine = LocalRunner(config, Resources(config, questions=questions))  # the corpus comes from these rows
     groups = plan_work(config, questions)
 
     def ranked(metadata) -> dict[tuple[str, str], list[str]]:

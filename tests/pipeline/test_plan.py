@@ -1,4 +1,4 @@
-"""One plan for every engine: which (method, question) rows still need work, and through which stages."""
+"""One plan for every runner: which (method, question) rows still need work, and through which stages."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ import pyarrow as pa
 import pytest
 
 from t2rag.metrics import gold_ranks, number_match
-from t2rag.pipeline.records import summarize_records, to_records
+from t2rag.results.numbers import summarize_records
+from t2rag.results.records import to_records
 
 
 def _records(subsets, ranks=None, predictions=None, references=None) -> pa.Table:

@@ -10,8 +10,8 @@ from ray_jobs.ablate_corpus_size import ablate_corpus_size, sample_corpus_positi
 from ray_jobs.ablate_embedders import ablate_embedders, parse_models
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
-from t2rag.pipeline.records import read_records
-from t2rag.report import write_report
+from t2rag.results.records import read_records
+from t2rag.results.report import write_report
 
 pytestmark = pytest.mark.slow
 

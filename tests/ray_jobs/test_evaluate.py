@@ -24,9 +24,9 @@ from t2rag.config import load_config
 from t2rag.pipeline import local
 from t2rag.pipeline.local import run_local
 from t2rag.pipeline.plan import plan_work
-from t2rag.pipeline.records import read_records
-from t2rag.report import write_report
 from t2rag.resources import Resources
+from t2rag.results.records import read_records
+from t2rag.results.report import write_report
 from tests.conftest import upload_dir
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ import pytest
 
 from ray_jobs.evaluate import run_ray
 from t2rag.config import load_config
-from t2rag.pipeline.records import read_records
+from t2rag.results.records import read_records
 from tests.scripted_server import send_json
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ import pytest
 from ray_jobs import evaluate
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
-from t2rag.pipeline.records import read_records
+from t2rag.results.records import read_records
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from ray_jobs.placement import (
 )
 from t2rag.config import load_config
 from t2rag.methods import DENSE, LEXICAL, METHODS
-from t2rag.pipeline.local import LocalEngine
+from t2rag.pipeline.local import LocalRunner
 from tests.conftest import question_batch
 
 
@@ -94,7 +94,7 @@ def test_a_shared_pass_gives_every_row_its_own_chain_and_columns(sample, tmp_pat
     runner = runner_class(DENSE, SharedRunner)(config.model_dump_json())
     out = runner(mixed)
 
-    engine = LocalEngine(config)
+    engine = LocalRunner(config)
     assert out.num_rows == mixed.num_rows
     for rows, chain in parts:
         alone = engine.apply(chain, rows)

@@ -51,11 +51,11 @@ def test_the_embedding_stages_take_ids_from_a_tokenizing_stage(texts, tmp_path):
     import pyarrow as pa
 
     from t2rag.config import load_config
-    from t2rag.pipeline.local import LocalEngine
+    from t2rag.pipeline.local import LocalRunner
 
     passages, questions = texts
     embedder = {"tokenize_ahead": True, "tokens_per_batch": 8192}
-    engine = LocalEngine(load_config(None, {"out": str(tmp_path), "retrieval": {"embedder": embedder}}))
+    engine = LocalRunner(load_config(None, {"out": str(tmp_path), "retrieval": {"embedder": embedder}}))
     rows = pa.table({"question": questions[:6] * 2, "query_as_passage": [False] * 6 + [True] * 6})
     split = engine.apply(("tokenize_queries", "embed_queries"), rows)
     whole = engine.apply(("embed_queries",), rows)

@@ -8,7 +8,7 @@ import pytest
 
 from t2rag.config import load_config
 from t2rag.methods import get_method
-from t2rag.pipeline.local import LocalEngine
+from t2rag.pipeline.local import LocalRunner
 from t2rag.retrieval.reranker import CrossEncoderScorer, RerankerConfig
 from tests.conftest import question_batch
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_rerank_stage_reorders_the_dense_pool(sample, minilm_reranker):
     config = load_config(None, {"data": {"subsets": ["FinQA"]}, "retrieval": {"reranker": minilm_reranker}})
-    engine = LocalEngine(config)
+    engine = LocalRunner(config)
     batch = question_batch(sample, "FinQA", "reranker", 6)
     method = get_method("reranker")
     assert method.stages == ("embed_queries", "retrieve", "rerank")

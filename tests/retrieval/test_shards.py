@@ -9,7 +9,7 @@ import pytest
 from t2rag.config import load_config
 from t2rag.data import build_corpus
 from t2rag.data.corpus import Corpus
-from t2rag.pipeline.local import LocalEngine
+from t2rag.pipeline.local import LocalRunner
 from t2rag.retrieval import build_retriever
 from t2rag.retrieval.base import Hits, QueryBlock
 from t2rag.retrieval.bm25_matrix import BM25Statistics
@@ -84,10 +84,10 @@ def test_a_chain_of_shard_stages_equals_one_retrieve_stage(sample, tmp_path):
     running list of the shards before; the last writes the ranking."""
     batch = question_batch(sample, "FinQA", "bm25", 40)
     base = {"out": str(tmp_path), "data": {"subsets": ["FinQA"]}}
-    expected = LocalEngine(load_config(None, base)).apply(("retrieve",), batch)
+    expected = LocalRunner(load_config(None, base)).apply(("retrieve",), batch)
     for shard in range(3):
         config = load_config(None, {**base, "retrieval": {"shards": 3, "shard": shard}})
-        batch = LocalEngine(config).apply(("retrieve",), batch)
+        batch = LocalRunner(config).apply(("retrieve",), batch)
         assert ("shard_positions" in batch.column_names) is (shard < 2)
     for name in ("context_ids", "scores", "gold_rank"):
         assert batch.column(name).equals(expected.column(name))

@@ -74,9 +74,9 @@ def _in_process_rankings(settings, questions) -> dict[str, tuple[list, list]]:
 
     from serve.retrieval import index_lock
     from t2rag.methods import get_method
-    from t2rag.pipeline.local import LocalEngine
+    from t2rag.pipeline.local import LocalRunner
 
-    engine = LocalEngine(settings.run_config())
+    engine = LocalRunner(settings.run_config())
     texts = [q["question"] for q in questions]
     out = {}
     with index_lock(engine.config):  # the dense index is built once, here or by the base replica

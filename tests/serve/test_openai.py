@@ -171,10 +171,10 @@ def test_the_chat_route_ranks_and_answers_as_the_core(client, served):
 
     from serve.retrieval import index_lock
     from t2rag.methods import get_method
-    from t2rag.pipeline.local import LocalEngine
+    from t2rag.pipeline.local import LocalRunner
 
     questions = [q["question"] for q in served["questions"]]
-    engine = LocalEngine(served["settings"].run_config())
+    engine = LocalRunner(served["settings"].run_config())
     with index_lock(engine.config):
         batch = pa.table({"question": questions, "subset": [SUBSET] * 3, "method": ["bm25"] * 3})
         ranked = engine.apply(get_method("bm25").stages, batch).column("context_ids").to_pylist()

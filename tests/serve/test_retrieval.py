@@ -48,9 +48,9 @@ def test_only_retrieving_methods_are_held(service):
 
 
 def test_a_mixed_batch_ranks_like_the_batch_engine(config, service, questions):
-    from t2rag.pipeline.local import LocalEngine
+    from t2rag.pipeline.local import LocalRunner
 
-    engine = LocalEngine(config)
+    engine = LocalRunner(config)
     queries = [
         Query(q, name, SUBSET, 3 + i % 2, False, math.inf) for i, q in enumerate(questions) for name in METHOD_NAMES
     ]

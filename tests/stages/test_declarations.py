@@ -13,10 +13,10 @@ import pytest
 
 from ray_jobs.placement import KINDS
 from t2rag.config import load_config
-from t2rag.pipeline import records
-from t2rag.pipeline.local import LocalEngine
+from t2rag.pipeline.local import LocalRunner
 from t2rag.pipeline.plan import INPUT_SCHEMA
-from t2rag.pipeline.records import RECORD_SCHEMA
+from t2rag.results import records
+from t2rag.results.records import RECORD_SCHEMA
 from t2rag.stages import STAGES, Stage, built
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def test_each_stage_adds_what_it_declares_on_every_chain(tiny_data, minilm_reran
             "out": str(tmp_path / "run"),
         },
     )
-    engine = LocalEngine(config)
+    engine = LocalRunner(config)
     chains = set()
     for group in engine.plan(set()):
         rows = checked_chain(engine.resources, group.stages, group.rows.slice(0, 1))

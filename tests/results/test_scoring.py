@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from t2rag.scoring import Predictions, prediction_records, score_predictions
+from t2rag.results.scoring import Predictions, prediction_records, score_predictions
 
 
 def _ids(sample, n: int) -> list[str]:
@@ -73,7 +73,7 @@ def test_every_file_kind_reads_to_the_same_predictions(sample, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from t2rag.scoring import read_predictions
+    from t2rag.results.scoring import read_predictions
 
     ids = _ids(sample, 2)
     rows = [{"id": ids[0], "prediction": 1.5, "context_ids": ["a", "b"]}, {"id": ids[1], "prediction": None}]
@@ -100,7 +100,7 @@ def test_every_file_kind_reads_to_the_same_predictions(sample, tmp_path):
 
 def test_unreadable_predictions_are_one_clear_error(tmp_path):
     from t2rag.errors import InputError
-    from t2rag.scoring import read_predictions
+    from t2rag.results.scoring import read_predictions
 
     cases = {
         "p.csv": ("id\n1\n", "predictions must be .jsonl or .parquet"),

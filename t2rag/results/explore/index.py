@@ -14,18 +14,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from t2rag.data import load_questions
-from t2rag.errors import InputError
-from t2rag.findings import attributed, differences, gap_table, headline_rows, number_match_plot, outcome_table
-from t2rag.metrics.outcomes import OUTCOMES
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
 from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.planned import plan_table
-from t2rag.pipeline.records import record_files, summarize_records
-from t2rag.plots import plot_rank_curves
-from t2rag.report import ordered_methods, rank_curves
+from t2rag.results.findings import attributed, differences, gap_table, headline_rows, number_match_plot, outcome_table
+from t2rag.results.numbers import summarize_records
+from t2rag.results.outcomes import OUTCOMES
+from t2rag.results.plots import plot_rank_curves
+from t2rag.results.records import LocatedRecords, read_located
+from t2rag.results.report import ordered_methods, rank_curves
 
 LIGHT = ["id", "subset", "method", "gold_rank", "number_match", "reference", "prediction", "formula", "formula_ok",
          "outcome"]  # fmt: skip
@@ -41,8 +40,7 @@ class RunIndex:
 
     run_dir: str
     records: pa.Table  # LIGHT columns plus `depth`, `file` and `row`
-    files: list[str]
-    fs: object
+    located: LocatedRecords
     questions: pa.Table  # id, subset, question, original_answer, answer_value, context_id
     contexts: dict[str, int]  # context_id -> a question row holding it
     context_texts: pa.ChunkedArray
@@ -101,8 +99,7 @@ class RunIndex:
         rank = {m: r for r, m in enumerate(self.methods)}
         mine = sorted(self.records_of[n].tolist(), key=lambda i: rank[self.method[i]])
         file_of, row_of = self.records.column("file"), self.records.column("row")
-        tables = {f: pq.read_table(self.files[f], columns=HEAVY, filesystem=self.fs)
-                  for f in {file_of[i].as_py() for i in mine}}  # fmt: skip
+        tables = {f: self.located.read_file(f, HEAVY) for f in {file_of[i].as_py() for i in mine}}
         for i in mine:
             heavy = tables[file_of[i].as_py()].slice(row_of[i].as_py(), 1).to_pylist()[0]
             ids, scores = heavy["context_ids"], heavy["scores"]
@@ -155,21 +152,12 @@ def _reasoning(raw: str | None) -> list[str]:
 
 def load_run(run_dir: str, data: str | None = None) -> RunIndex:
     """Index a run (local or `s3://`) for the explorer; `data` overrides where its questions are read from."""
-    fs, files = record_files(run_dir)
-    if not files:
-        raise InputError(f"{run_dir}: no records found under {run_dir}/records")
-    parts = []
-    for n, path in enumerate(files):
-        with fs.open_input_file(path) as f:  # the light columns only (older files lack `outcome`)
-            parquet = pq.ParquetFile(f)
-            table = parquet.read(columns=[c for c in [*LIGHT, "context_ids"] if c in parquet.schema_arrow.names])
-        depth = pc.list_value_length(table.column("context_ids"))
-        table = table.select([c for c in LIGHT if c in table.column_names]).append_column("depth", depth)
-        table = table.append_column("file", pa.array(np.full(table.num_rows, n, np.int32)))
-        parts.append(table.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int32))))
-    records = pa.concat_tables(parts, promote_options="default")
-    if "outcome" not in records.column_names:
-        records = records.append_column("outcome", pa.nulls(records.num_rows, pa.string()))
+    located = read_located(run_dir, [*LIGHT, "context_ids"])  # the light columns only (older files lack `outcome`)
+    depth = pc.list_value_length(located.table.column("context_ids"))
+    records = located.table.select(LIGHT).append_column("depth", depth)
+    records = records.append_column("file", located.table.column("file")).append_column(
+        "row", located.table.column("row")
+    )
     manifest = read_json(run_dir, "manifest.json")
     records = attributed(records, manifest)
     chosen = ((manifest or {}).get("config") or {}).get("data") or {}
@@ -179,8 +167,7 @@ def load_run(run_dir: str, data: str | None = None) -> RunIndex:
     index = RunIndex(
         run_dir=run_dir,
         records=records,
-        files=files,
-        fs=fs,
+        located=located,
         questions=questions,
         contexts={c: i for i, c in reversed(list(enumerate(context_ids)))},
         context_texts=qs.table.column("context"),

@@ -11,8 +11,9 @@ from t2rag.cli import main
 from t2rag.config import load_config
 from t2rag.metrics.summary import wilson_interval
 from t2rag.pipeline.local import run_local
-from t2rag.pipeline.records import read_records, to_records, write_records
-from t2rag.report import ABLATION_COMPONENTS, write_report
+from t2rag.pipeline.records import write_records
+from t2rag.results.records import read_records, to_records
+from t2rag.results.report import ABLATION_COMPONENTS, write_report
 
 
 def test_ablation_table_marks_components_and_matches_the_summary(tmp_path) -> None:
@@ -132,7 +133,7 @@ def test_methods_come_in_one_order_whatever_order_the_records_were_read_in() -> 
     """Which pairs a report tests, and which way round, must not depend on the order of the record files."""
     import itertools
 
-    from t2rag.report import ordered_methods
+    from t2rag.results.report import ordered_methods
 
     expected = ["oracle", "hybrid_bm25", "bm25", "bm25_meta", "bm25_page"]
     for order in itertools.permutations(expected):

@@ -21,22 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.errors import InputError
-from t2rag.findings import (
-    attributed,
-    difference_rows,
-    differences,
-    gap_table,
-    headline,
-    number_match_plot,
-    outcome_table,
-)
 from t2rag.methods import METHODS, PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL, ordered_subsets
 from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.planned import plan_table
-from t2rag.pipeline.records import generation_usage, read_records, summarize_records
-from t2rag.plots import plot_rank_curves
 from t2rag.reference import (
     TABLE4_METRICS,
     PaperReference,
@@ -46,8 +35,20 @@ from t2rag.reference import (
     load_paper,
     setting_differences,
 )
+from t2rag.results.findings import (
+    attributed,
+    difference_rows,
+    differences,
+    gap_table,
+    headline,
+    number_match_plot,
+    outcome_table,
+)
+from t2rag.results.numbers import generation_usage, summarize_records
+from t2rag.results.plots import plot_rank_curves
+from t2rag.results.records import read_records
+from t2rag.results.tables import markdown_table, method_columns
 from t2rag.storage import join, read_bytes, write_bytes
-from t2rag.tables import markdown_table, method_columns
 
 
 def ordered_methods(methods: list[str]) -> list[str]:

@@ -21,7 +21,8 @@ from t2rag.jsonl import read_objects
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
-from t2rag.pipeline.records import summarize_records, to_records
+from t2rag.results.numbers import summarize_records
+from t2rag.results.records import to_records
 from t2rag.storage import filesystem_for
 
 log = logging.getLogger(__name__)

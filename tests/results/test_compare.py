@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from t2rag.cli import main
-from t2rag.compare import Side, check_same_data, pairs, parse_side
 from t2rag.errors import InputError
-from t2rag.metrics.significance import compare
-from t2rag.pipeline.records import read_records
+from t2rag.results.compare import Side, check_same_data, pairs, parse_side
+from t2rag.results.records import read_records
+from t2rag.results.significance import compare
 
 KEYS = {"method", "subset", "metric", "a", "b", "diff", "ci95", "p_value", "test", "questions"}
 

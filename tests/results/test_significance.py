@@ -9,7 +9,9 @@ import pyarrow.compute as pc
 import pytest
 from scipy.stats import binomtest
 
-from t2rag.metrics.significance import (
+from t2rag.results.numbers import summarize_records
+from t2rag.results.records import read_records
+from t2rag.results.significance import (
     ROUNDS,
     compare,
     diff_interval,
@@ -19,7 +21,6 @@ from t2rag.metrics.significance import (
     randomization_p,
     significant,
 )
-from t2rag.pipeline.records import read_records, summarize_records
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import shutil
 import pyarrow as pa
 
 from t2rag.cli import main
-from t2rag.findings import attributed, headline
-from t2rag.metrics.outcomes import OUTCOMES, oracle_gap, outcome_counts
-from t2rag.metrics.significance import Difference
-from t2rag.pipeline.records import read_records
 from t2rag.reference import load_paper
+from t2rag.results.findings import attributed, headline
+from t2rag.results.outcomes import OUTCOMES, oracle_gap, outcome_counts
+from t2rag.results.records import read_records
+from t2rag.results.significance import Difference
 
 
 def _csv(path) -> list[dict]:

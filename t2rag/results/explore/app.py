@@ -6,7 +6,7 @@ import logging
 import time
 from importlib.resources import files
 
-from t2rag.explore.index import RunIndex, load_run
+from t2rag.results.explore.index import RunIndex, load_run
 
 log = logging.getLogger(__name__)
 PAGE_LIMIT = 200
@@ -18,7 +18,7 @@ def build_app(index: RunIndex):
     from fastapi.responses import HTMLResponse, Response
 
     app = FastAPI(title="t2rag explore", docs_url=None, redoc_url=None)
-    page = files("t2rag.explore").joinpath("page.html").read_text(encoding="utf-8")
+    page = files("t2rag.results.explore").joinpath("page.html").read_text(encoding="utf-8")
 
     @app.get("/", response_class=HTMLResponse)
     def home() -> str:

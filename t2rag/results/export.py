@@ -21,7 +21,7 @@ from t2rag.data import QuestionSet, load_questions
 from t2rag.errors import InputError
 from t2rag.jsonl import dump_objects
 from t2rag.pipeline.manifest import read_json
-from t2rag.pipeline.records import read_records
+from t2rag.results.records import read_records
 from t2rag.storage import write_bytes
 
 LEADERBOARD_FIELDS = ("id", "subset", "context_id", "prediction")

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
-from t2rag.explore.app import build_app
-from t2rag.explore.index import load_run
-from t2rag.pipeline.records import read_records
+from t2rag.results.explore.app import build_app
+from t2rag.results.explore.index import load_run
+from t2rag.results.records import read_records
 from tests.conftest import SCRIPTED_METHODS, upload_dir
 
 

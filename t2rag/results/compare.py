@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.errors import InputError
-from t2rag.metrics.significance import Difference, compare
 from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
 from t2rag.pipeline.manifest import read_json
-from t2rag.pipeline.records import read_records
+from t2rag.results.records import read_records
+from t2rag.results.significance import Difference, compare
 
 #: Every metric a run's summary has, in its order.
 METRICS = ("number_match", *DEFAULT_RETRIEVAL_METRICS)
