@@ -1,18 +1,11 @@
-"""Benchmark metrics: Number Match for answers, MRR/Recall/NDCG for retrieval, per subset and weighted."""
+"""Per-question metrics: Number Match for answers, MRR/Recall/NDCG for retrieval (summed per subset and weighted
+over subsets in `t2rag.results.numbers`)."""
 
 from t2rag.metrics.number_match import EPSILON, number_match, number_match_one
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k, ndcg_at_k, per_query, recall_at_k
-from t2rag.metrics.summary import (
-    DEFAULT_RETRIEVAL_METRICS,
-    SubsetTotals,
-    summary_from_totals,
-    weighted_average,
-)
 
 __all__ = [
-    "DEFAULT_RETRIEVAL_METRICS",
     "EPSILON",
-    "SubsetTotals",
     "gold_ranks",
     "mrr_at_k",
     "ndcg_at_k",
@@ -20,6 +13,4 @@ __all__ = [
     "number_match_one",
     "per_query",
     "recall_at_k",
-    "summary_from_totals",
-    "weighted_average",
 ]

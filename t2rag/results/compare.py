@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.errors import InputError
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
 from t2rag.pipeline.manifest import read_json
+from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS
 from t2rag.results.records import read_records
 from t2rag.results.significance import Difference, compare
 

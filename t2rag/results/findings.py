@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from t2rag.methods import readers_of
-from t2rag.metrics.summary import NM_INTERVAL, ordered_subsets
 from t2rag.reference import PaperReference
+from t2rag.results.numbers import NM_INTERVAL, ordered_subsets
 from t2rag.results.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
 from t2rag.results.plots import plot_number_match
 from t2rag.results.significance import ALL_SUBSETS, Difference, pairwise, significant

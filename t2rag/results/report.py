@@ -23,7 +23,6 @@ import pyarrow.compute as pc
 from t2rag.errors import InputError
 from t2rag.methods import METHODS, PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS, NM_INTERVAL, ordered_subsets
 from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.planned import plan_table
 from t2rag.reference import (
@@ -44,7 +43,13 @@ from t2rag.results.findings import (
     number_match_plot,
     outcome_table,
 )
-from t2rag.results.numbers import generation_usage, summarize_records
+from t2rag.results.numbers import (
+    DEFAULT_RETRIEVAL_METRICS,
+    NM_INTERVAL,
+    generation_usage,
+    ordered_subsets,
+    summarize_records,
+)
 from t2rag.results.plots import plot_rank_curves
 from t2rag.results.records import read_records
 from t2rag.results.tables import markdown_table, method_columns

@@ -20,8 +20,7 @@ from t2rag.errors import InputError, first_line
 from t2rag.jsonl import read_objects
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
-from t2rag.results.numbers import summarize_records
+from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, summarize_records
 from t2rag.results.records import to_records
 from t2rag.storage import filesystem_for
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from t2rag.metrics.summary import NM_INTERVAL
+from t2rag.results.numbers import NM_INTERVAL
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

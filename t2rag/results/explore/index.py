@@ -16,11 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.data import load_questions
-from t2rag.metrics.summary import DEFAULT_RETRIEVAL_METRICS
 from t2rag.pipeline.manifest import read_json
 from t2rag.pipeline.planned import plan_table
 from t2rag.results.findings import attributed, differences, gap_table, headline_rows, number_match_plot, outcome_table
-from t2rag.results.numbers import summarize_records
+from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, summarize_records
 from t2rag.results.outcomes import OUTCOMES
 from t2rag.results.plots import plot_rank_curves
 from t2rag.results.records import LocatedRecords, read_located

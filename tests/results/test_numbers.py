@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from t2rag.metrics.summary import (
+from t2rag.results.numbers import (
     NM_INTERVAL,
     SubsetTotals,
     ordered_subsets,
