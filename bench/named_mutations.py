@@ -249,12 +249,12 @@ MUTATIONS = [
     ),
     Mutation(
         "fused: the dense component's weight ignored",
-        (("t2rag/retrieval/fused.py", "self._add_dense(fused, block, w.dense)", "self._add_dense(fused, block, 1.0)"),),
+        (("t2rag/retrieval/fused.py", "self._add_dense(dense, block, w.dense)", "self._add_dense(dense, block, 1.0)"),),
         ("tests/retrieval/test_fused.py::test_every_weight_scales_its_component",),
     ),
     Mutation(
         "fused: the lexical weight ignored",
-        (("t2rag/retrieval/fused.py", "fused = self._lexical(block.texts, reading.left_out, w.lexical)", "fused = self._lexical(block.texts, reading.left_out, 1.0)"),),
+        (("t2rag/retrieval/fused.py", "fused = scale_lexical(self.lexical, best_lexical, weights.lexical, in_place)", "fused = scale_lexical(self.lexical, best_lexical, 1.0, in_place)"),),
         ("tests/retrieval/test_fused.py::test_every_weight_scales_its_component",),
     ),
     Mutation(

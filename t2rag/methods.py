@@ -2,7 +2,7 @@
 
 A method names the stages that turn a question into a ranking (`stages`, names from `t2rag.stages.STAGES`, in
 order) and configures the shared ones: which retriever ranks, which texts are indexed and which texts the generator
-reads. Every engine runs `Method.chain(...)` as it is; none of them knows a method by name.
+reads. Every runner runs `Method.chain(...)` as it is; none of them knows a method by name.
 """
 
 from __future__ import annotations

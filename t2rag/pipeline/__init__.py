@@ -1,2 +1,2 @@
-"""A run around the stages: planning, records, the run lifecycle (claim, lock, finish) and the single-process
-engine."""
+"""A run around the stages: planning, writing and resuming records, the run lifecycle (claim, lock, finish) and the
+single-process runner."""

@@ -412,6 +412,22 @@ class FirstStage:
         documents = parts[0].documents if axis == 0 else sum(p.documents for p in parts)
         return cls(questions, documents, **joined)
 
+    def most_left_out(self, chosen: np.ndarray) -> FirstStage:
+        """Per question, each component's largest value over the documents not in `chosen` ((questions x chosen)
+        positions), as a stage of one document. Every component and weight is non-negative, so that document's
+        `combine` bounds from above the score of every document left out, whatever bests it is scaled by."""
+        left = np.ones((self.questions, self.documents), bool)
+        np.put_along_axis(left, chosen, False, axis=1)
+
+        def most(values):
+            if values is None:
+                return None
+            dense = values.toarray() if sparse.issparse(values) else values
+            return np.where(left, dense, 0).max(axis=1, keepdims=True, initial=0)
+
+        parts = (self.lexical, self.dense, self.prior, self.row_words, self.item_mass)
+        return FirstStage(self.questions, 1, *(most(p) for p in parts))
+
     def gather(self, docs: np.ndarray) -> FirstStage:
         """The components of the documents `docs` ((questions x chosen) positions), as dense arrays."""
 

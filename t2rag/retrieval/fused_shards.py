@@ -11,9 +11,11 @@ and adds the second stage that each shard computed for its own.
 
 That is exact when every document the unsharded first stage would choose is among some shard's returned ones. A
 global best is never below a shard's, so rescaling only lowers a score: a document a shard did not return scores at
-most that shard's `threshold` (its `width`-th score under its own bests). A question is `certified` when its
-first stage's last candidate scores above every shard's threshold; the merge says how many are not (a wider `width`
-certifies them). Dense components are not sharded (their list is scaled over the whole corpus's top list).
+most that shard's `threshold` (its `width`-th score under its own bests), and at most its left-out documents'
+largest components scored together under the corpus's bests (every component and weight is non-negative). A
+question is `certified` when its first stage's last candidate scores above the lower of those two bounds in every
+shard; the merge says how many are not (a wider `width` certifies them). Dense components are not sharded
+(their list is scaled over the whole corpus's top list).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import Hits, QueryBlock, as_block
 from t2rag.retrieval.bm25_matrix import BM25Statistics
-from t2rag.retrieval.fused import BYTES_PER_SCORE, FUSION_BYTES, FirstStage, FusedRetriever
+from t2rag.retrieval.fused import BYTES_PER_SCORE, FUSION_BYTES, FirstStage, FusedRetriever, FusionWeights
 from t2rag.retrieval.metadata_prior import DocumentMetadata, MetadataPrior
 from t2rag.retrieval.page_evidence import PageEvidence, RowWordCounts
 
@@ -93,8 +95,14 @@ class ShardCandidates:
     stage: FirstStage  # their first-stage components, BM25 and line-item mass unscaled
     second: np.ndarray  # (questions x width) their weighted second-stage score
     threshold: np.ndarray  # per question: no document left out scores above it (-inf: none was left out)
+    left_out: FirstStage  # per question, each component's largest value over the documents left out
     best_lexical: np.ndarray  # per question, the shard's best BM25 score
     best_item: np.ndarray  # and its best line-item mass
+
+    def bound(self, weights: FusionWeights, best_lexical: np.ndarray, best_item: np.ndarray) -> np.ndarray:
+        """Per question, a score no document this shard left out reaches under the corpus's bests: its threshold,
+        or the left-out components' largest values scored together, whichever is lower."""
+        return np.minimum(self.threshold, self.left_out.combine(weights, best_lexical, best_item)[:, 0])
 
 
 def shard_candidates(
@@ -111,6 +119,7 @@ def shard_candidates(
         FirstStage.joined([p.stage for p in parts], axis=0),
         np.concatenate([p.second for p in parts]),
         np.concatenate([p.threshold for p in parts]),
+        FirstStage.joined([p.left_out for p in parts], axis=0),
         np.concatenate([p.best_lexical for p in parts]),
         np.concatenate([p.best_item for p in parts]),
     )
@@ -129,7 +138,8 @@ def _span_candidates(retriever: FusedRetriever, block: QueryBlock, width: int) -
         chosen = np.broadcast_to(np.arange(first.shape[1]), first.shape).copy()
         threshold = np.full(len(block), -np.inf)
     second = retriever.second_stage(reading.asked, chosen)
-    return ShardCandidates(chosen, stage.gather(chosen), second, threshold, best_lexical, best_item)
+    left_out = stage.most_left_out(chosen)
+    return ShardCandidates(chosen, stage.gather(chosen), second, threshold, left_out, best_lexical, best_item)
 
 
 def merge_candidates(
@@ -149,8 +159,8 @@ def merge_candidates(
     order = np.lexsort((positions, -first), axis=-1)[:, :width]
     chosen, first = np.take_along_axis(positions, order, axis=1), np.take_along_axis(first, order, axis=1)
     scores = first + np.take_along_axis(second, order, axis=1)
-    threshold = np.max([p.threshold for p in parts], axis=0)
-    certified = first[:, -1] > threshold if width else np.ones(len(first), bool)
+    bound = np.max([p.bound(retriever.weights, best_lexical, best_item) for p in parts], axis=0)
+    certified = first[:, -1] > bound if width else np.ones(len(first), bool)
     ranked = np.lexsort((chosen, -scores), axis=-1)[:, : min(n, width)]
     return Hits(np.take_along_axis(chosen, ranked, axis=1), np.take_along_axis(scores, ranked, axis=1)), certified
 

@@ -37,7 +37,7 @@ class Stage:
     adds: ClassVar[pa.Schema] = pa.schema([])
     drops: ClassVar[tuple[str, ...]] = ()
     pool: ClassVar[PoolKind] = "light"
-    #: False when the stage holds nothing worth keeping between batches (engines may run it as a plain task).
+    #: False when the stage holds nothing worth keeping between batches (runners may run it as a plain task).
     stateful: ClassVar[bool] = True
 
     def __init__(self, resources: Resources):

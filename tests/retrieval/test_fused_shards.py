@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from t2rag.config import load_config
+from t2rag.data.distractors import extend, synthetic_contexts
 from t2rag.methods import get_method
 from t2rag.resources import Resources
 from t2rag.retrieval import build_retriever
@@ -54,3 +55,20 @@ def test_a_question_is_certified_only_when_its_merge_is_exact():
     assert 0 < certified.sum() < len(questions)
     exact = (hits.indices == expected.indices).all(axis=1)
     assert exact[certified].all() and not exact.all()
+
+
+def test_shards_of_distractors_alone_are_certified_and_exact():
+    """A shard of synthetic distractors scales BM25 by its own (lower) best, so its 100th candidate outscores the
+    corpus's 50th under its own scaling; the bound of what it left out, scored under the corpus's bests, still
+    certifies every question, and the merge is the whole index's."""
+    config = load_config(None, {"methods": ["bm25_focus"], "retrieval_only": True})
+    resources = Resources(config)
+    corpus = extend(resources.corpus("FinQA"), synthetic_contexts(3000, seed=5))
+    questions = resources.questions.subset("FinQA").scored().column("question").to_pylist()[:200]
+    whole = build_retriever(get_method("bm25_focus").retriever, config.retrieval)
+    whole.index(corpus)
+    expected = whole.search(questions, config.retrieval.k)
+    hits, certified = _sharded("bm25_focus", config, corpus, questions, shards=4, width=100)
+    assert certified.all()
+    np.testing.assert_array_equal(hits.indices, expected.indices)
+    np.testing.assert_array_equal(hits.scores, expected.scores)
