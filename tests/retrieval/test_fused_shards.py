@@ -57,6 +57,7 @@ def test_a_question_is_certified_only_when_its_merge_is_exact():
     assert exact[certified].all() and not exact.all()
 
 
+@pytest.mark.slow
 def test_shards_of_distractors_alone_are_certified_and_exact():
     """A shard of synthetic distractors scales BM25 by its own (lower) best, so its 100th candidate outscores the
     corpus's 50th under its own scaling; the bound of what it left out, scored under the corpus's bests, still
