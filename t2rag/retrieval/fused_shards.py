@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from t2rag.data.corpus import Corpus
-from t2rag.retrieval.base import Hits, QueryBlock, as_block
+from t2rag.retrieval.base import Hits, QueryBlock, as_block, result_depth
 from t2rag.retrieval.bm25_matrix import BM25Statistics
 from t2rag.retrieval.fused import BYTES_PER_SCORE, FUSION_BYTES, FirstStage, FusedRetriever, FusionWeights
 from t2rag.retrieval.metadata_prior import DocumentMetadata, MetadataPrior
@@ -147,8 +147,6 @@ def merge_candidates(
 ) -> tuple[Hits, np.ndarray]:
     """The fused ranking of the whole corpus from its shards' candidates, and per question whether it is certified
     exact (see the module's docstring)."""
-    from t2rag.retrieval.base import result_depth
-
     n = result_depth(k, depth)
     best_lexical = np.max([p.best_lexical for p in parts], axis=0)
     best_item = np.max([p.best_item for p in parts], axis=0)
