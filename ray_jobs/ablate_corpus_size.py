@@ -134,26 +134,8 @@ def run_cells(
                 hits = retriever.search(block, config.retrieval.k)
                 searched = time.perf_counter()
                 ranks = gold_ranks(hits.context_ids(corpus), gold)
-                out.append(
-                    {
-                        "subset": subset,
-                        "method": method,
-                        "size": size,
-                        "seed": seed,
-                        "documents": len(corpus),
-                        "distractors": len(theirs),
-                        "questions": len(questions),
-                        "mrr@3": round(100 * mrr_at_k(ranks, 3), 4),
-                        "recall@1": round(100 * recall_at_k(ranks, 1), 4),
-                        "index_s": round(indexed - start, 3),
-                        "search_s": round(searched - indexed, 3),
-                        "queries_per_s": round(len(questions) / max(searched - indexed, 1e-9), 1),
-                        "task_peak_rss_mb": _peak_mb(),
-                        "shards": 1,
-                        "uncertified": 0,
-                        "wall_s": round(searched - start, 1),
-                    }
-                )
+                cell = (subset, method, size, seed, len(corpus), len(theirs))
+                out.append(cell_row(cell, ranks, indexed - start, searched - indexed, _peak_mb(), searched - start))
                 del retriever
     return out
 
@@ -175,8 +157,9 @@ def sharded_cell(config: RunConfig, subset: str, size: int, seed: int, method: s
     facts = CorpusFacts.merge(parts) if isinstance(retriever, FusedRetriever) else BM25Statistics.merge(parts)
     facts_ref = ray.put(facts)
     searched = ray.get([ray.remote(**options)(shard_search).remote(*args, r, facts_ref) for r in ranges])
-    own = Resources(config).corpus(subset)
-    rows = Resources(config).questions.subset(subset).scored()
+    resources = Resources(config)
+    own = resources.corpus(subset)
+    rows = resources.questions.subset(subset).scored()
     k = config.retrieval.k
     if isinstance(retriever, FusedRetriever):
         hits, certified = merge_candidates(retriever, [s["found"] for s in searched], k)
@@ -186,23 +169,42 @@ def sharded_cell(config: RunConfig, subset: str, size: int, seed: int, method: s
     found = [ids[np.minimum(row[row >= 0], len(own))].tolist() for row in hits.indices]
     ranks = gold_ranks(found, rows.column("context_id").to_pylist())
     search_s = sum(s["search_s"] for s in searched)
+    peak = max([peak for _, peak in made] + [s["peak_mb"] for s in searched])
+    index_s = sum(s["index_s"] for s in searched)
+    cell = (subset, method, size, seed, size, size - len(own))
+    return cell_row(cell, ranks, index_s, search_s, peak, time.perf_counter() - start, len(ranges), (~certified).sum())
+
+
+def cell_row(
+    cell: tuple[str, str, int, int, int, int],
+    ranks: np.ndarray,
+    index_s: float,
+    search_s: float,
+    peak_mb: float,
+    wall_s: float,
+    shards: int = 1,
+    uncertified: int = 0,
+) -> dict:
+    """One cell of the ablation: `cell` is (subset, method, size, seed, documents, distractors); `ranks` the gold's
+    rank per question asked (index and search seconds summed over shards)."""
+    subset, method, size, seed, documents, distractors = cell
     return {
         "subset": subset,
         "method": method,
         "size": size,
         "seed": seed,
-        "documents": size,
-        "distractors": size - len(own),
-        "questions": len(rows),
+        "documents": documents,
+        "distractors": distractors,
+        "questions": len(ranks),
         "mrr@3": round(100 * mrr_at_k(ranks, 3), 4),
         "recall@1": round(100 * recall_at_k(ranks, 1), 4),
-        "index_s": round(sum(s["index_s"] for s in searched), 3),
+        "index_s": round(index_s, 3),
         "search_s": round(search_s, 3),
-        "queries_per_s": round(len(rows) / max(search_s, 1e-9), 1),
-        "task_peak_rss_mb": max([peak for _, peak in made] + [s["peak_mb"] for s in searched]),
-        "shards": len(ranges),
-        "uncertified": int((~certified).sum()),
-        "wall_s": round(time.perf_counter() - start, 1),
+        "queries_per_s": round(len(ranks) / max(search_s, 1e-9), 1),
+        "task_peak_rss_mb": peak_mb,
+        "shards": shards,
+        "uncertified": int(uncertified),
+        "wall_s": round(wall_s, 1),
     }
 
 

@@ -20,7 +20,7 @@ whose scores differ by less than about 1e-7, which rank_bm25 does not.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -87,14 +87,21 @@ class BM25Statistics:
     @classmethod
     def merge(cls, parts: Sequence[BM25Statistics]) -> BM25Statistics:
         """The statistics of consecutive pieces of one corpus, in corpus order."""
-        vocab: dict[str, int] = {}
-        for part in parts:
-            for term in part.vocab:  # dicts keep first-seen order
-                vocab.setdefault(term, len(vocab))
-        doc_freq = np.zeros(len(vocab), dtype=np.int64)
-        for part in parts:
-            doc_freq[[vocab[t] for t in part.vocab]] += part.doc_freq
+        vocab, doc_freq = merge_doc_freqs([(p.vocab, p.doc_freq) for p in parts])
         return cls(vocab, doc_freq, sum(p.n_docs for p in parts), sum(p.total_length for p in parts))
+
+
+def merge_doc_freqs(parts: Sequence[tuple[Iterable[str], np.ndarray]]) -> tuple[dict[str, int], np.ndarray]:
+    """The vocabulary of consecutive pieces of one corpus in first-seen order (term -> id) and each term's document
+    frequency, from each piece's terms in its own first-seen order and their document frequencies."""
+    vocab: dict[str, int] = {}
+    for terms, _ in parts:
+        for term in terms:
+            vocab.setdefault(term, len(vocab))
+    doc_freq = np.zeros(len(vocab), dtype=np.int64)
+    for terms, counts in parts:
+        doc_freq[[vocab[t] for t in terms]] += counts
+    return vocab, doc_freq
 
 
 def _term_major(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], n_terms: int, n_docs: int) -> sp.csr_matrix:

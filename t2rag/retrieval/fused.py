@@ -369,13 +369,12 @@ class FirstStage:
     item_mass: np.ndarray | sparse.spmatrix | None
 
     def maxima(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per question, the best BM25 score and the best line-item mass over these documents."""
+        """Per question, the best BM25 score and the best line-item mass over these documents (an index's stage,
+        whose line-item mass is sparse)."""
         lexical = lexical_best(self.lexical) if self.lexical is not None else np.zeros(self.questions)
         if self.item_mass is None:
             return lexical, np.zeros(self.questions, np.float32)
-        if sparse.issparse(self.item_mass):
-            return lexical, line_item_best(self.item_mass)
-        return lexical, self.item_mass.max(axis=1, initial=0).astype(np.float32)
+        return lexical, line_item_best(self.item_mass)
 
     def combine(
         self, weights: FusionWeights, best_lexical: np.ndarray, best_item: np.ndarray, in_place: bool = False

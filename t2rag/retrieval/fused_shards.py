@@ -63,11 +63,7 @@ class CorpusFacts:
     def merge(cls, parts: Sequence[ShardFacts]) -> CorpusFacts:
         """The facts of consecutive shards of one corpus, in corpus order."""
         first = parts[0]
-        metadata = None
-        if first.metadata is not None:
-            metadata = parts[0].metadata
-            for part in parts[1:]:
-                metadata = metadata + part.metadata
+        metadata = DocumentMetadata.joined([p.metadata for p in parts]) if first.metadata is not None else None
         return cls(
             BM25Statistics.merge([p.bm25 for p in parts]) if first.bm25 is not None else None,
             MetadataPrior.of(metadata) if metadata is not None else None,

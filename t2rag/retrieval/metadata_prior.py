@@ -106,9 +106,10 @@ class DocumentMetadata:
     def of(cls, corpus: Corpus, columns: MetadataColumns) -> DocumentMetadata:
         return cls(*(tuple(_first_present(corpus, c)) for c in (columns.names, columns.symbols, columns.years)))
 
-    def __add__(self, other: DocumentMetadata) -> DocumentMetadata:
-        """The metadata of this corpus's documents followed by another's."""
-        return DocumentMetadata(self.names + other.names, self.symbols + other.symbols, self.years + other.years)
+    @classmethod
+    def joined(cls, parts: Sequence[DocumentMetadata]) -> DocumentMetadata:
+        """The metadata of consecutive pieces of one corpus, in corpus order."""
+        return cls(*(tuple(v for p in parts for v in getattr(p, f)) for f in ("names", "symbols", "years")))
 
 
 class MetadataPrior:

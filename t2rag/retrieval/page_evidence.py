@@ -35,6 +35,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import sparse
 
+from t2rag.retrieval.bm25_matrix import merge_doc_freqs
+
 #: Features of the row labels, scored on every context.
 CORPUS_FEATURES: tuple[str, ...] = ("row_words", "line_item")
 #: Features of word pairs and figures, scored on the contexts a first stage chose (`t2rag.retrieval.fused`).
@@ -369,13 +371,7 @@ class RowWordCounts:
     @classmethod
     def merge(cls, parts: Sequence[RowWordCounts]) -> RowWordCounts:
         """The counts of consecutive pieces of one corpus, in corpus order."""
-        ids: dict[str, int] = {}
-        for part in parts:
-            for word in part.words:
-                ids.setdefault(word, len(ids))
-        doc_freq = np.zeros(len(ids), np.int64)
-        for part in parts:
-            doc_freq[[ids[w] for w in part.words]] += part.doc_freq
+        ids, doc_freq = merge_doc_freqs([(p.words, p.doc_freq) for p in parts])
         return cls(tuple(ids), doc_freq, sum(p.n_docs for p in parts))
 
 

@@ -153,10 +153,7 @@ def load_run(run_dir: str, data: str | None = None) -> RunIndex:
     """Index a run (local or `s3://`) for the explorer; `data` overrides where its questions are read from."""
     located = read_located(run_dir, [*LIGHT, "context_ids"])  # the light columns only (older files lack `outcome`)
     depth = pc.list_value_length(located.table.column("context_ids"))
-    records = located.table.select(LIGHT).append_column("depth", depth)
-    records = records.append_column("file", located.table.column("file")).append_column(
-        "row", located.table.column("row")
-    )
+    records = located.table.append_column("depth", depth).select([*LIGHT, "depth", "file", "row"])
     manifest = read_json(run_dir, "manifest.json")
     records = attributed(records, manifest)
     chosen = ((manifest or {}).get("config") or {}).get("data") or {}
