@@ -124,7 +124,7 @@ def main() -> int:
     outcomes = ("gold_not_read", "wrong_number", "formula_error", "no_answer", "correct")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
         timed(client, "/", times, "the page")
-        timed(client, "/api/summary", times, "the tables (summary)")
+        timed(client, "/api/overview", times, "the tables (overview)")
         ids = []
         for n in range(args.requests):
             method = PAPER_METHODS[n % len(PAPER_METHODS)]

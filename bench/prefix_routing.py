@@ -175,7 +175,7 @@ def serve_router(prompts: list[list[dict[str, str]]], replicas: int, in_flight: 
     return [index[n] for n in names], rate
 
 
-def summary(name: str, prompts: list[list[dict[str, str]]], chosen: list[int], rate: float | None) -> dict:
+def routing_figures(name: str, prompts: list[list[dict[str, str]]], chosen: list[int], rate: float | None) -> dict:
     rows = Counter(chosen)
     return {
         "router": name,
@@ -201,10 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         "prompts": len(prompts),
         "replicas": args.replicas,
         "routers": [
-            summary("one replica, prefix order (bound)", prompts, [0] * len(prompts), None),
-            summary("least busy, plan order (reuse off)", planned, least_busy(planned, args.replicas), None),
-            summary("t2rag rendezvous, prefix order", prompts, hashed, hashed_rate),
-            summary("Serve PrefixCacheAffinityRouter, prefix order", prompts, served, served_rate),
+            routing_figures("one replica, prefix order (bound)", prompts, [0] * len(prompts), None),
+            routing_figures("least busy, plan order (reuse off)", planned, least_busy(planned, args.replicas), None),
+            routing_figures("t2rag rendezvous, prefix order", prompts, hashed, hashed_rate),
+            routing_figures("Serve PrefixCacheAffinityRouter, prefix order", prompts, served, served_rate),
         ],
     }
     if args.json:

@@ -272,7 +272,7 @@ def deploy_floor(replica_cpus: float):
     class Floor:
         @api.post("/retrieve")
         async def retrieve(self, body: RetrieveRequest) -> dict:
-            return {"method": body.method, "subset": body.subset or "", "contexts": []}
+            return {"method": body.method, "corpus": body.corpus or "", "contexts": []}
 
     serve.run(Floor.bind(), name=FLOOR, route_prefix=FLOOR_PREFIX)
 

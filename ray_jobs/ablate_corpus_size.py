@@ -330,7 +330,7 @@ def ablate_corpus_size(
                     if not _complete(done, subset, seed, [size], [method]):
                         add([sharded_cell(config, subset, size, seed, method, shard_docs)])
                         log.info("[ablation] %s, %s, %d documents, seed %d: written", subset, method, size, seed)
-    table = _summary(cells)
+    table = _aggregate(cells)
     _write_csv(table.assign(synthetic=synthetic) if synthetic else table, paths["table"])
     write_bytes(paths["plot"], plot_corpus_size(table, synthetic=synthetic))
     return paths
@@ -380,7 +380,7 @@ def _complete(done, subset: str, seed: int, sizes: list[int], methods: list[str]
     return {(s, m) for s in sizes for m in methods} <= set(zip(mine["size"], mine["method"], strict=True))
 
 
-def _summary(cells):
+def _aggregate(cells):
     """Mean and standard deviation of MRR@3 per (subset, method, size), mean Recall@1, with time and memory."""
     if "recall@1" not in cells:  # cells written before Recall@1 was recorded
         cells = cells.assign(**{"recall@1": float("nan")})

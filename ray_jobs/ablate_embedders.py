@@ -61,10 +61,10 @@ def ablate_embedders(config: RunConfig, embedders: list[EmbedderConfig]) -> dict
         header += [f"{name} {m}" for m in TABLE4_METRICS]
     rows = []
     for embedder, result in zip(embedders, results, strict=True):
-        summary = result["methods"]["base"]
+        scorecard = result["methods"]["base"]
         row: list[object] = [embedder.model, embedder.max_seq_length or "model default"]
         for name in [*subsets, "weighted"]:
-            entry = summary["weighted"] if name == "weighted" else summary["subsets"][name]
+            entry = scorecard["weighted"] if name == "weighted" else scorecard["subsets"][name]
             row += [entry[m] for m in TABLE4_METRICS]
         rows.append(row)
     csv = ",".join(header) + "\n" + "\n".join(",".join(str(v) for v in r) for r in rows) + "\n"

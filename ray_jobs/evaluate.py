@@ -8,7 +8,7 @@ matrices, reranking, prompts, generation and parsing. Groups of different method
 have in common (one embedding pool, one retrieval pool per kind of row). Every generation of the run (context
 summaries, HyDE's documents, answers) goes to one generator service (ray_jobs.generator_service), so the model is
 loaded once per replica per run.
-Records are written as parquet blocks as they finish; the summary comes from them through the same function as
+Records are written as parquet blocks as they finish; the result comes from them through the same function as
 the other runner's. Rerunning a config into the same `out` (on either runner) skips every (method, question)
 that already has a record, so a killed job loses at most its in-flight blocks; within a run, a fault (a lost node,
 a dead engine) starts another attempt at what is missing (`max_attempts`).
@@ -70,7 +70,7 @@ def placed_work(config: RunConfig, work: list[WorkGroup], service: GeneratorServ
 
 
 def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
-    """Run the evaluation on Ray and return the same summary as the single-process runner.
+    """Run the evaluation on Ray and return the same result as the single-process runner.
 
     A run whose pools cannot be placed on the cluster is refused first (`ray_jobs.preflight.PlacementError`).
     Then up to `max_attempts` attempts (`run_attempts`) compute what is missing, against one generator service
@@ -136,14 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, {"out": args.out} if args.out else None)
         with contextlib.redirect_stdout(sys.stderr):  # Ray's forwarded worker lines must not mix with the JSON
-            summary = run_ray(config, overwrite=args.overwrite)
+            result = run_ray(config, overwrite=args.overwrite)
     except Exception as exc:  # one line and a non-zero exit: an escaped exception can hang in Ray's hook
         log.debug("the job failed", exc_info=True)
         print(f"ray_jobs.evaluate: error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
         return 2 if isinstance(exc, T2RagError) else 1
-    print(json.dumps(summary), flush=True)
-    out = summary["out"]  # where run_ray wrote them (durable: under T2RAG_STORAGE when it is set)
-    print(f"ray_jobs.evaluate: results in {out} (records/, summary.json; t2rag report {out})", file=sys.stderr)
+    print(json.dumps(result), flush=True)
+    out = result["out"]  # where run_ray wrote them (durable: under T2RAG_STORAGE when it is set)
+    print(f"ray_jobs.evaluate: results in {out} (records/, result.json; t2rag report {out})", file=sys.stderr)
     return 0
 
 

@@ -77,7 +77,7 @@ class Answering:
     def prompt(self, method: Method, corpus: str, question: str, k: int, ranked: list[dict[str, Any]],
                gold: Context | None, seconds: dict[str, float], started: float) -> Prepared:  # fmt: skip
         """The prompt of a question that read `ranked` (ids, subsets, scores) or the `gold` context."""
-        row: dict[str, Any] = {"subset": corpus, "method": method.name, "question": question, "k": k}
+        row: dict[str, Any] = {"corpus": corpus, "method": method.name, "question": question, "k": k}
         if gold is not None:
             ranked = [{"context_id": gold.context_id, "subset": gold.subset, "score": None}]
             row["gold_context"] = gold.text

@@ -156,11 +156,11 @@ def wait_until_ready(url: str, timeout_s: float) -> None:
 
 
 def start_failure(text: str) -> str:
-    """One line from Serve's deployment failure: its summary plus the replica's own exception, when it shows."""
+    """One line from Serve's deployment failure: its first line plus the replica's own exception, when it shows."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     causes = [line for line in lines if _EXCEPTION_LINE.match(line)]
-    summary = lines[0] if lines else "unknown error"
-    return f"{summary} ({causes[-1]})" if causes and causes[-1] != summary else summary
+    first = lines[0] if lines else "unknown error"
+    return f"{first} ({causes[-1]})" if causes and causes[-1] != first else first
 
 
 _EXCEPTION_LINE = re.compile(r"^[\w.]+(Error|Exception): \S")

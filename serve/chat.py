@@ -23,7 +23,7 @@ from t2rag.answer.readable import ReadableAnswer
 def rag_result(prepared: Prepared, texts: bool, answer: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `t2rag` extension: the contexts read (their texts when asked), and the answer's fields once known."""
     contexts = [c if texts else c.model_copy(update={"text": None}) for c in prepared.contexts]
-    result = openai_api.RagResult(method=prepared.method, subset=prepared.corpus, contexts=contexts, **(answer or {}))
+    result = openai_api.RagResult(method=prepared.method, corpus=prepared.corpus, contexts=contexts, **(answer or {}))
     return result.model_dump(exclude_none=True)
 
 

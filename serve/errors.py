@@ -226,7 +226,7 @@ def _documented(entries: list[tuple[int, str]]) -> dict[int | str, dict]:
 #: The failures a route documents in the OpenAPI schema: every route's, and a generating route's.
 ROUTE_ERRORS = _documented(
     [
-        (400, "bad input: unknown method or subset, unparseable JSON, ..."),
+        (400, "bad input: unknown method or corpus, unparseable JSON, ..."),
         (413, "request body too large"),
         (422, "a field is missing, of the wrong type or out of range"),
         (503, "overloaded, or a deployment has no live replica right now: retry after `Retry-After` seconds"),

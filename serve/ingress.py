@@ -117,12 +117,13 @@ class RAGIngress:
         readiness = await asyncio.to_thread(app_readiness, self.app_name)
         return JSONResponse(readiness.model_dump(), status_code=200 if readiness.status == "ready" else 503)
 
-    @api.get("/methods", response_model=MethodsResponse, summary="The served methods and loaded subsets")
+    @api.get("/methods", response_model=MethodsResponse, summary="The served methods, loaded subsets and corpora")
     async def list_methods(self) -> MethodsResponse:
         return MethodsResponse(
             methods=[self._describe(m) for m in self.methods.values()],
             subsets=self.subsets,
-            default_subset=self.default_corpus,
+            corpora=self.corpora,
+            default_corpus=self.default_corpus,
             generator=self._model_name(),
             default_k=self.resources.config.retrieval.k,
             max_k=MAX_K,
@@ -134,13 +135,13 @@ class RAGIngress:
     ) -> RetrieveResponse:
         deadline = Deadline(self.settings.retrieval_timeout_s, timeout_ms)
         method = self._method(body.method, retrieving=True)
-        corpus = self._corpus(body.subset)
+        corpus = self._corpus(body.corpus)
         k = body.k or self.resources.config.retrieval.k
         ranking = await self.lanes.rank(method, corpus, body.question, k, deadline, texts=body.with_text)
         response.headers["Server-Timing"] = server_timing(
             {**ranking.seconds, "total": time.monotonic() - deadline.started}
         )
-        return RetrieveResponse(method=method.name, subset=corpus, contexts=[Context(**c) for c in ranking.contexts])
+        return RetrieveResponse(method=method.name, corpus=corpus, contexts=[Context(**c) for c in ranking.contexts])
 
     @api.post("/answer", response_model=AnswerResponse, responses=GENERATION_ERRORS, summary="Retrieve and answer")
     async def answer(
@@ -149,7 +150,7 @@ class RAGIngress:
         deadline = Deadline(self.settings.generation_timeout_s, timeout_ms)
         method = self._method(body.method, retrieving=False)
         request.state.t2rag_method = method.name
-        prepared = await self._prepare(method, body.subset, body.question, body.k, body.context_id, deadline)
+        prepared = await self._prepare(method, body.corpus, body.question, body.k, body.context_id, deadline)
         generation = await self._generate(prepared.request, deadline)
         generated = time.perf_counter()
         response.headers["Server-Timing"] = server_timing(
@@ -162,7 +163,7 @@ class RAGIngress:
             total_s=round(time.perf_counter() - prepared.started, 4),
         )
         fields = answer_fields(record, generation)
-        return AnswerResponse(method=method.name, subset=prepared.corpus, contexts=prepared.contexts,
+        return AnswerResponse(method=method.name, corpus=prepared.corpus, contexts=prepared.contexts,
                               usage=Usage.of(generation), timings=timings, **fields)  # fmt: skip
 
     # -- the OpenAI API ------------------------------------------------------------------------------------
@@ -197,7 +198,7 @@ class RAGIngress:
         except ValueError as exc:
             raise BadRequest(str(exc), param="messages", code="invalid_value") from None
         options = body.t2rag
-        prepared = await self._prepare(method, options.subset, question, options.k, options.context_id, deadline)
+        prepared = await self._prepare(method, options.corpus, question, options.k, options.context_id, deadline)
         prepared = prepared.for_chat(body, self.resources.config.generator)
         if body.stream:
             events = chat.chunks(self.answering, self._require_generator(), prepared, body, deadline)
@@ -235,12 +236,12 @@ class RAGIngress:
     def _names(self, retrieving: bool) -> list[str]:
         return [n for n, m in self.methods.items() if m.retrieves or not retrieving]
 
-    def _corpus(self, subset: str | None) -> str:
-        if subset is None:
+    def _corpus(self, name: str | None) -> str:
+        if name is None:
             return self.default_corpus
-        if subset not in self.corpora:
-            raise BadRequest(f"unknown subset '{subset}' (loaded: {', '.join(self.corpora)})")
-        return subset
+        if name not in self.corpora:
+            raise BadRequest(f"unknown corpus '{name}' (served: {', '.join(self.corpora)})")
+        return name
 
     def _require_generator(self) -> DeploymentHandle:
         if self.generator is None:
@@ -265,13 +266,13 @@ class RAGIngress:
         """The methods a chat request can name without an extension field (oracle needs a context id)."""
         return [n for n, m in self.methods.items() if m.reader != "gold"]
 
-    async def _prepare(self, method: Method, subset: str | None, question: str, k: int | None,
+    async def _prepare(self, method: Method, corpus_name: str | None, question: str, k: int | None,
                        context_id: str | None, deadline: Deadline) -> Prepared:  # fmt: skip
         """The answer prompt of one question: retrieval (or the given gold context), then the prompting stages.
         `k` None: the run config's."""
         started = time.perf_counter()
         k = k or self.resources.config.retrieval.k
-        corpus = self._corpus(subset)
+        corpus = self._corpus(corpus_name)
         if context_id is not None and method.reader != "gold":
             raise BadRequest(f"context_id applies only to method oracle, not {method.name}", param="context_id")
         self._require_generator()

@@ -81,11 +81,12 @@ class ResponseFormat(BaseModel):
     type: str
 
 
-class RagOptions(BaseModel):
+class RagOptions(StrictRequest):
     """The `t2rag` extension of a request (`extra_body={"t2rag": {...}}` with the official client)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
-    subset: str | None = Field(None, description="the subset searched; default: the only one loaded, else all pooled")
+    corpus: str | None = Field(
+        None, description="the corpus searched: a subset's name or `pooled`; default: the only one loaded, else pooled"
+    )
     k: int | None = Field(
         None, ge=1, le=MAX_K, description="contexts the generator reads; default: the served run config's retrieval.k"
     )
@@ -168,7 +169,7 @@ class RagResult(BaseModel):
     """The `t2rag` extension of a reply: what a program reads instead of the prose."""
 
     method: str
-    subset: str
+    corpus: str = Field(description="the corpus searched: a subset's name, or `pooled`")
     contexts: list[Context] = Field(description="the contexts the generator read, in prompt order")
     prediction: float | None = None
     prediction_source: str | None = None

@@ -118,7 +118,7 @@ class RetrievalService:
         batch = pa.table(
             {
                 "question": [q.question for q in queries],
-                "subset": [q.corpus for q in queries],
+                "corpus": [q.corpus for q in queries],
                 "method": [q.method for q in queries],
                 "k": pa.array([q.k for q in queries], pa.int64()),
             }

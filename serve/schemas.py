@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: Limits on what one request may ask for.
 MAX_QUESTION_CHARS = 2_000
@@ -16,10 +16,24 @@ MAX_GENERATE_TOKENS = 2_048
 MAX_TIMEOUT_MS = 600_000
 
 
+#: Request fields renamed since they were released: the old name is refused with one line naming its successor.
+RENAMED_FIELDS = {"subset": "corpus"}
+
+
 class StrictRequest(BaseModel):
-    """Requests reject unknown fields and values of the wrong JSON type (no silent coercion)."""
+    """Requests reject unknown fields and values of the wrong JSON type (no silent coercion); a renamed field is
+    answered with its successor's name."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in RENAMED_FIELDS.items():
+                if old in data and new in cls.model_fields:
+                    raise ValueError(f"`{old}` is now `{new}`")
+        return data
 
 
 class _QuestionRequest(StrictRequest):
@@ -34,10 +48,10 @@ class _QuestionRequest(StrictRequest):
     k: int | None = Field(
         None, ge=1, le=MAX_K, description=f"how many contexts to return (1 to {MAX_K}); default: the app's `default_k`"
     )
-    subset: str | None = Field(
+    corpus: str | None = Field(
         None,
-        description="the subset whose corpus is searched, e.g. FinQA; omitted: the only loaded subset, else all "
-        "loaded subsets pooled",
+        description="the corpus searched: a loaded subset's contexts (its name, e.g. FinQA) or `pooled` (every loaded "
+        "subset's); omitted: the only loaded subset, else `pooled`",
         examples=["FinQA"],
     )
 
@@ -76,7 +90,7 @@ class Context(BaseModel):
 
 class RetrieveResponse(BaseModel):
     method: str = Field(description="the retrieval method used")
-    subset: str = Field(description="the corpus searched: a subset name, or `pooled`")
+    corpus: str = Field(description="the corpus searched: a subset's name, or `pooled`")
     contexts: list[Context] = Field(description="the top-k contexts, best first")
 
 
@@ -112,7 +126,7 @@ class Timings(BaseModel):
 
 class AnswerResponse(BaseModel):
     method: str = Field(description="the method used")
-    subset: str = Field(description="the corpus the contexts come from: a subset name, or `pooled`")
+    corpus: str = Field(description="the corpus searched: a subset's name, or `pooled`")
     prediction: float | None = Field(description="the answer number: the evaluated formula, else the model's number")
     prediction_source: str | None = Field(description="where the prediction came from (e.g. the formula)")
     formula: str | None = Field(description="the model's final formula")
@@ -136,8 +150,12 @@ class MethodInfo(BaseModel):
 
 class MethodsResponse(BaseModel):
     methods: list[MethodInfo] = Field(description="the methods this app serves")
-    subsets: list[str] = Field(description="the loaded subsets; `subset` must be one of these")
-    default_subset: str = Field(description="the corpus searched when `subset` is omitted")
+    subsets: list[str] = Field(description="the loaded subsets")
+    corpora: list[str] = Field(
+        description="the corpora a request may name in `corpus`: each loaded subset's, and "
+        "`pooled` when several are loaded"
+    )
+    default_corpus: str = Field(description="the corpus searched when a request names none")
     generator: str | None = Field(description="the generator's model, or null when the app has none")
     default_k: int = Field(description="the `k` of a request that sets none: the served run config's retrieval.k")
     max_k: int = Field(description="the largest allowed `k`")

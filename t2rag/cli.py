@@ -85,7 +85,7 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from t2rag.data import load_questions
     from t2rag.results.scoring import read_predictions, score_predictions
-    from t2rag.results.tables import summary_table
+    from t2rag.results.tables import scorecard_table
 
     qs = load_questions(args.data, args.subsets, args.split)
     result = score_predictions(qs, read_predictions(args.predictions), only_predicted=args.only_predicted)
@@ -93,10 +93,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif "methods" in result:
-        for name, summary in result["methods"].items():
-            print(f"## {name}\n{summary_table(summary)}\n{_counts_line(counts[name])}\n")
+        for name, scorecard in result["methods"].items():
+            print(f"## {name}\n{scorecard_table(scorecard)}\n{_counts_line(counts[name])}\n")
     else:
-        print(f"{summary_table(result)}\n{_counts_line(counts[''])}")
+        print(f"{scorecard_table(result)}\n{_counts_line(counts[''])}")
     problems = sum(c["unreadable"] + c["unknown"] + c["missing"] for c in counts.values())
     if args.strict and problems:
         print(f"t2rag: error: {problems} predictions are unreadable, unknown or missing (--strict)", file=sys.stderr)
@@ -180,7 +180,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print("\nNumber Match (%) of the generated answers, with its 95% interval; `generated` is the sample size:")
         print(methods_table(answered, ["generated", "number_match"]))
     out = result["out"]
-    print(f"\nrecords: {out}/records  summary: {out}/summary.json  plots and the paper beside: t2rag report {out}")
+    print(f"\nrecords: {out}/records  result: {out}/result.json  plots and the paper beside: t2rag report {out}")
     return 0
 
 
@@ -227,7 +227,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         print_json(written)
         return 0
     print(f"Report for {args.run_dir}\n")
-    print(read_bytes(written["summary"]).decode())
+    print(read_bytes(written["headline"]).decode())
     print(f"All tables and plots in one page: {written['report']}")
     return 0
 

@@ -137,7 +137,7 @@ class RunConfig(BaseModel):
     #: Attempts of the whole run, on either runner: after a fault (a lost node, a failed job) or rows whose
     #: generation failed, what is missing is computed again, up to this many times in all.
     max_attempts: int = Field(3, ge=1)
-    out: str = "runs/latest"  # where records, summary and manifest go: a folder or an s3:// prefix
+    out: str = "runs/latest"  # where records, result and manifest go: a folder or an s3:// prefix
     runner: Literal["local", "ray"] = "local"  # this process, or Ray (ray_jobs)
     ray: RayConfig = RayConfig()  # pools and cluster of `runner: ray`
     estimate: EstimateConfig = EstimateConfig()  # what `t2rag plan` assumes

@@ -91,7 +91,7 @@ def _nested(cls: type[BaseModel], prefix: str) -> list[tuple[str, type[BaseModel
     return out
 
 
-def _summary(cls: type) -> str:
+def _first_paragraph(cls: type) -> str:
     """The first paragraph of a class's docstring, on one line."""
     paragraph = (cls.__doc__ or "").strip().split("\n\n")[0]
     return " ".join(paragraph.split()) + "\n" if paragraph else ""
@@ -104,9 +104,9 @@ def reference() -> str:
         if cls in seen and cls.__name__ != "BaseModel":
             continue
         seen.add(cls)
-        parts += [f"### `{path}`\n", _summary(cls), model_table(cls)]
-    parts += ["### `generator` (every engine)\n", _summary(GeneratorConfig), model_table(GeneratorConfig)]
-    parts += ["### `generator.sampling`\n", _summary(SamplingParams), model_table(SamplingParams)]
+        parts += [f"### `{path}`\n", _first_paragraph(cls), model_table(cls)]
+    parts += ["### `generator` (every engine)\n", _first_paragraph(GeneratorConfig), model_table(GeneratorConfig)]
+    parts += ["### `generator.sampling`\n", _first_paragraph(SamplingParams), model_table(SamplingParams)]
     common = set(GeneratorConfig.model_fields)
     for name, engine in sorted(ENGINES.items()):
         cls = engine.config_class
@@ -115,7 +115,7 @@ def reference() -> str:
             for f in cls.model_fields
             if f not in common or cls.model_fields[f].default != GeneratorConfig.model_fields[f].default
         ]
-        parts += [f"### `generator` with `engine: {name}`\n", _summary(cls), model_table(cls, own)]
+        parts += [f"### `generator` with `engine: {name}`\n", _first_paragraph(cls), model_table(cls, own)]
     return "\n".join(p for p in parts if p)
 
 

@@ -79,7 +79,7 @@ class Resources:
         try:
             return self.corpora[name]
         except KeyError:
-            raise InputError(f"unknown subset '{name}' (loaded: {', '.join(self.corpora)})") from None
+            raise InputError(f"unknown corpus '{name}' (loaded: {', '.join(self.corpora)}, {POOLED})") from None
 
     def data_description(self) -> dict:
         """What a run is evaluated on: the source, and per subset its splits, scored questions and the contexts

@@ -39,7 +39,7 @@ PREFIX_WINDOW_QUESTIONS = 1024
 
 
 class LocalRunner:
-    """Runs a RunConfig in this process and writes records, summary and manifest under `config.out`."""
+    """Runs a RunConfig in this process and writes records, result and manifest under `config.out`."""
 
     def __init__(self, config: RunConfig, resources: Resources | None = None):
         self.config = config

@@ -72,6 +72,18 @@ def write_json(out: str, name: str, payload: dict) -> str:
     return write_bytes(join(out, name), json.dumps(payload, indent=2, default=str).encode())
 
 
+#: What a run finished with (its scores, counts, generation usage, plan beside run), written by `finish_run`; runs
+#: made before it was renamed have it as summary.json.
+RESULT_FILE = "result.json"
+EARLIER_RESULT_FILE = "summary.json"
+
+
+def read_result(out: str) -> dict | None:
+    """A run's result (RESULT_FILE, else the EARLIER_RESULT_FILE of an older run); None when it has neither."""
+    result = read_json(out, RESULT_FILE)
+    return result if result is not None else read_json(out, EARLIER_RESULT_FILE)
+
+
 def read_json(out: str, name: str) -> dict | None:
     """A JSON file of a run (None when absent); an unreadable one is an InputError naming it."""
     path = join(out, name)

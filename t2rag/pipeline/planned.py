@@ -1,5 +1,5 @@
 """Every run checked against its plan: what `t2rag plan` would say of the rows a run has left when it starts, kept
-in the manifest and set beside what the run did when it ends (the summary's `plan_vs_run`, which `t2rag report` and
+in the manifest and set beside what the run did when it ends (the result's `plan_vs_run`, which `t2rag report` and
 the explorer show): the answers' prompt tokens, those computed and output tokens, and the seconds of each pool
 with a model (the generator; the embedder for passages and for queries), at the rates the config points to.
 
@@ -103,7 +103,7 @@ LABELS = {
 
 
 def plan_table(checked: dict | None) -> tuple[list[str], list[list[object]]]:
-    """A summary's `plan_vs_run` as a table: each figure planned, done and their ratio (those the plan has)."""
+    """A result's `plan_vs_run` as a table: each figure planned, done and their ratio (those the plan has)."""
     if not checked:
         return [], []
     header = ["answers' figure", "planned", "run", "run / planned"]

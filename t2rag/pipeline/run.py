@@ -1,8 +1,8 @@
-"""A run's lifecycle, the same for every runner: claim the output, find what is done, and finish with the summary.
+"""A run's lifecycle, the same for every runner: claim the output, find what is done, and finish with the result.
 
 with claim_run(config, questions, overwrite) as done:  # validate, lock, list finished (method, id)
     ... a runner computes plan_work(config, questions, done) and writes record blocks ...
-    summary = finish_run(config, log, started, "local", resources.data_description())
+    result = finish_run(config, log, started, "local", resources.data_description())
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from t2rag.data import QuestionSet
 from t2rag.errors import ConfigError, InputError, T2RagError, first_line, permanent_error
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
-from t2rag.pipeline.manifest import build_manifest, read_json, write_json
+from t2rag.pipeline.manifest import RESULT_FILE, build_manifest, read_json, write_json
 from t2rag.pipeline.planned import against_run
 from t2rag.pipeline.records import count_failed, done_keys, release_failed
 from t2rag.progress import StageLog
-from t2rag.results.numbers import METRIC_COLUMNS, USAGE_COLUMNS, generation_usage, summarize_records
+from t2rag.results.numbers import METRIC_COLUMNS, USAGE_COLUMNS, generation_usage, scorecards_of
 from t2rag.results.records import read_records
 from t2rag.storage import filesystem_for, is_s3
 
@@ -168,15 +168,15 @@ def finish_run(
     plan: dict | None = None,
     **manifest_extra: object,
 ) -> dict:
-    """Summarise the records, write summary.json and manifest.json, and return the summary. `data` describes
+    """Score the records, write result.json and manifest.json, and return the result. `data` describes
     what was evaluated (`Resources.data_description`); both files carry it, with how the attempts went (rows
-    retried, rows still failed) and how many times each model was loaded. The summary's `generation` gives the
+    retried, rows still failed) and how many times each model was loaded. The result's `generation` gives the
     prompt tokens per method and subset and the share the engine reused (`generation_usage`); `plan_vs_run` sets
     the plan of the rows the run started with (`t2rag.pipeline.planned.plan_of_run`) beside what it did."""
     columns = [*METRIC_COLUMNS, *USAGE_COLUMNS, "id", "completion_tokens", "generation_s"]
     records = run_records(config, list(dict.fromkeys(columns)))
     with log.stage("score", records.num_rows):
-        scored = summarize_records(records)
+        scored = scorecards_of(records)
     result = {"methods": {m: scored[m] for m in config.methods if m in scored}, "data": data, "out": config.out}
     result["generation"] = generation_usage(records)
     result["attempts"] = asdict(attempts or Attempts())
@@ -189,7 +189,7 @@ def finish_run(
         "completion": int(pc.sum(records.column("completion_tokens")).as_py() or 0),
         "cached_prompt": int(pc.sum(records.column("cached_prompt_tokens")).as_py() or 0),
     }
-    write_json(config.out, "summary.json", result)
+    write_json(config.out, RESULT_FILE, result)
     manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)
     manifest.update(runner=runner, data=data, attempts=result["attempts"], model_loads=result["model_loads"])
     if plan:

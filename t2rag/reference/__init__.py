@@ -193,7 +193,7 @@ def weighted_label(subsets: list[str]) -> str:
     return f"{PAPER_WEIGHTED} of {', '.join(subsets)}"
 
 
-def compare_with_paper(paper: PaperReference, summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
+def compare_with_paper(paper: PaperReference, scorecards: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
     """Rows of (method, subset, metric, paper table, run, then the paper's value and run - paper per paper
     generator) for every method, subset and compared metric the run has. The weighted row averages the run's
     subsets, and its paper values are recomputed over those subsets (`PaperReference.weighted`); the paper's cells
@@ -204,10 +204,10 @@ def compare_with_paper(paper: PaperReference, summaries: dict[str, dict]) -> tup
         name = paper.setting.generators[g].name
         header += [f"paper {name}", f"run - paper {name}"]
     rows: list[list[object]] = []
-    for method, summary in summaries.items():
-        subsets = list(summary["subsets"])
-        entries = [(s, summary["subsets"][s], False) for s in subsets]
-        entries.append((weighted_label(subsets), summary["weighted"], True))
+    for method, scorecard in scorecards.items():
+        subsets = list(scorecard["subsets"])
+        entries = [(s, scorecard["subsets"][s], False) for s in subsets]
+        entries.append((weighted_label(subsets), scorecard["weighted"], True))
         for label, entry, is_weighted in entries:
             for metric, table in COMPARED.items():
                 value = entry.get(metric)

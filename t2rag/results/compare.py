@@ -19,7 +19,7 @@ from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS
 from t2rag.results.records import read_records
 from t2rag.results.significance import Difference, compare
 
-#: Every metric a run's summary has, in its order.
+#: Every metric a scorecard has, in its order.
 METRICS = ("number_match", *DEFAULT_RETRIEVAL_METRICS)
 _COLUMNS = ["id", "subset", "method", "gold_rank", "number_match"]
 

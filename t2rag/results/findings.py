@@ -1,5 +1,5 @@
 """Why methods differ, from a run's records: where answers were lost (outcomes, the gap to the oracle), which
-differences are real (paired tests), and the summary a person reads first. Used by `t2rag report`."""
+differences are real (paired tests), and the headline a person reads first. Used by `t2rag report`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from t2rag.results.tables import markdown_table
 
 #: The metrics the report tests between every pair of methods.
 TESTED_METRICS = ("number_match", "mrr@3", "recall@3")
-#: The metrics whose differences the summary lists first, and how many it lists.
+#: The metrics whose differences the headline lists first, and how many it lists.
 LEAD = ("number_match", "mrr@3")
 SHOWN = 8
 ORACLE = "oracle"
@@ -78,27 +78,27 @@ def _p(p: float) -> str:
     return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
-def headline_rows(summaries: dict[str, dict]) -> list[dict[str, object]]:
+def headline_rows(scorecards: dict[str, dict]) -> list[dict[str, object]]:
     """Per method, over all subsets: answered records, Number Match with its interval, MRR@3 and Recall@3 (None
     where not measured)."""
     rows = []
-    for method, summary in summaries.items():
-        w = summary["weighted"]
+    for method, scorecard in scorecards.items():
+        w = scorecard["weighted"]
         rows.append({"method": method, "answered": w.get("generated", 0), "number_match": w.get("number_match"),
                      "number_match_ci95": w.get(NM_INTERVAL), "mrr@3": w.get("mrr@3"),
                      "recall@3": w.get("recall@3")})  # fmt: skip
     return rows
 
 
-def number_match_plot(summaries: dict[str, dict]) -> bytes | None:
+def number_match_plot(scorecards: dict[str, dict]) -> bytes | None:
     """The Number Match plot (with intervals) of the methods that answered; None when none did."""
     points = [(r["method"], r["number_match"], *r["number_match_ci95"], r["answered"])
-              for r in headline_rows(summaries) if r["answered"] and r["number_match"] is not None]  # fmt: skip
+              for r in headline_rows(scorecards) if r["answered"] and r["number_match"] is not None]  # fmt: skip
     return plot_number_match(points) if points else None
 
 
 def headline(
-    summaries: dict[str, dict],
+    scorecards: dict[str, dict],
     records: pa.Table,
     paper: PaperReference,
     found: Sequence[Difference],
@@ -108,13 +108,13 @@ def headline(
 ) -> str:
     """What a person reads first: the headline metrics beside the paper's (and how the run's setting differs from
     the paper's), the differences that hold, where answers were lost, and which file holds the rest."""
-    methods = list(summaries)
-    subsets = sorted({s for m in summaries.values() for s in m["subsets"]})
+    methods = list(scorecards)
+    subsets = sorted({s for m in scorecards.values() for s in m["subsets"]})
     generators = list(paper.setting.generators)
     header = ["method", "answered", "NM", "NM 95% CI", "MRR@3", "R@3"]
     header += [f"paper NM ({paper.setting.generators[g].name})" for g in generators] + ["paper MRR@3"]
     rows = []
-    for row in headline_rows(summaries):
+    for row in headline_rows(scorecards):
         method = row["method"]
         cells = [*row.values()]
         cells += [paper.weighted(g, method, subsets, "number_match") for g in generators]

@@ -1,9 +1,9 @@
-"""The one place records become numbers: per (method, subset) totals summed from per-record values, the per-subset
-metric tables made of them with the weighted average over subsets (the paper's "W. Avg Total"), and the prompt
-tokens the generator computed and reused. A run's summary, `t2rag score`, `t2rag report`, `t2rag compare` and the
-explorer all read these.
+"""The one place records become numbers: per (method, subset) totals summed from per-record values, each method's
+scorecard made of them (its metrics per subset, and the weighted average over subsets: the paper's "W. Avg Total"),
+and the prompt tokens the generator computed and reused. A run's result, `t2rag score`, `t2rag report`,
+`t2rag compare` and the explorer all read these.
 
-All values are percentages. Every summary is built from per-subset totals (counts and sums of per-question values),
+All values are percentages. Every scorecard is built from per-subset totals (counts and sums of per-question values),
 so the single-process scorer and the distributed reduce share one formula. The weighted average weights each subset
 by the number of questions its metric was computed on, which equals the mean over all questions.
 """
@@ -74,10 +74,10 @@ class SubsetTotals:
         return out
 
 
-def summary_from_totals(
+def scorecard_from_totals(
     totals: dict[str, SubsetTotals], retrieval_metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS
 ) -> dict[str, dict]:
-    """`{"subsets": {name: {...}}, "weighted": {...}}` from per-subset totals."""
+    """A scorecard, `{"subsets": {name: {...}}, "weighted": {...}}`, from per-subset totals."""
     per_subset = {name: totals[name].entry(retrieval_metrics) for name in ordered_subsets(list(totals))}
     weighted = weighted_average(per_subset)
     generated = [t for t in totals.values() if t.generated is not None]
@@ -97,7 +97,7 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
             out[key] = sum(int(e.get(key, 0)) for e in per_subset.values())
     for metric in metrics:
         if metric == NM_INTERVAL:
-            continue  # not an average: summary_from_totals computes it from the pooled counts
+            continue  # not an average: scorecard_from_totals computes it from the pooled counts
         if metric == "non_numeric_references":
             out[metric] = sum(int(e.get(metric, 0)) for e in per_subset.values())
             continue
@@ -112,18 +112,18 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
     return out
 
 
-def drop_empty_groups(summary: dict) -> dict:
+def drop_empty_groups(scorecard: dict) -> dict:
     """Leave out metric groups no question took part in (e.g. retrieval metrics of the oracle method)."""
-    entries = [*summary["subsets"].values(), summary["weighted"]]
+    entries = [*scorecard["subsets"].values(), scorecard["weighted"]]
     drops: list[str] = []
     if all(e.get("generated", 1) == 0 for e in entries):
         drops += ["generated", "number_match", NM_INTERVAL, "non_numeric_references"]
     if all(e.get("retrieved", 1) == 0 for e in entries):
-        drops += ["retrieved", *[k for k in summary["weighted"] if "@" in k]]
+        drops += ["retrieved", *[k for k in scorecard["weighted"] if "@" in k]]
     for e in entries:
         for key in drops:
             e.pop(key, None)
-    return summary
+    return scorecard
 
 
 #: The record columns the metrics read.
@@ -131,7 +131,7 @@ METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference"]
 
 
 def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Table:
-    """Per-record values whose per-(method, subset) sums are the summary totals (see SubsetTotals).
+    """Per-record values whose per-(method, subset) sums are the scorecard totals (see SubsetTotals).
 
     A record counts as generated when it has a Number Match verdict and as retrieved when it has a gold rank.
     """
@@ -153,10 +153,8 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
     return pa.table(columns)
 
 
-def summarize_records(
-    records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAULT_RETRIEVAL_METRICS
-) -> dict[str, dict]:
-    """Per-method summaries from records: the one scoring route of runs, reports and `t2rag score`.
+def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAULT_RETRIEVAL_METRICS) -> dict[str, dict]:
+    """Each method's scorecard from records: the one scoring route of runs, reports and `t2rag score`.
 
     Methods come in order of first appearance; nothing is parsed or ranked again.
     """
@@ -176,7 +174,7 @@ def summarize_records(
             metric_sums={m: float(r[f"{m}_sum"]) for m in retrieval_metrics},
         )
     order = list(dict.fromkeys(records.column("method").to_pylist()))
-    return {m: summary_from_totals(totals[m], retrieval_metrics) for m in order}
+    return {m: scorecard_from_totals(totals[m], retrieval_metrics) for m in order}
 
 
 #: The record columns `generation_usage` reads.

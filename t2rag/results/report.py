@@ -6,7 +6,7 @@ has on, with MRR@3 and Recall@1/3/5 per subset and weighted), generation (parse 
 and time per method), outcomes (why each answer is right or wrong), oracle_gap (each method's gap to the oracle,
 split into retrieval and reading), significance (paired tests between every two methods), table4 (the embedder
 ablation, when it ran), table5 (the corpus-size ablation as numbers: MRR@3 mean and standard deviation per corpus
-size; Figure 4 is its plot), each as .md and .csv, plus the plots, summary.md (what to read first, as `t2rag
+size; Figure 4 is its plot), each as .md and .csv, plus the plots, headline.md (what to read first, as `t2rag
 report` prints it) and report.md which gathers them all.
 """
 
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from t2rag.errors import InputError
 from t2rag.methods import METHODS, PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
-from t2rag.pipeline.manifest import read_json
+from t2rag.pipeline.manifest import read_json, read_result
 from t2rag.pipeline.planned import plan_table
 from t2rag.reference import (
     TABLE4_METRICS,
@@ -48,7 +48,7 @@ from t2rag.results.numbers import (
     NM_INTERVAL,
     generation_usage,
     ordered_subsets,
-    summarize_records,
+    scorecards_of,
 )
 from t2rag.results.plots import plot_rank_curves
 from t2rag.results.records import read_records
@@ -68,9 +68,9 @@ def ordered_methods(methods: list[str]) -> list[str]:
 TABLE3_LABELS = {"number_match": "NM", NM_INTERVAL: "NM 95% CI", "mrr@3": "MRR@3"}
 
 
-def table3(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
+def table3(scorecards: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
     """Number Match with its 95% interval and MRR@3, per subset and weighted, one row per method."""
-    ordered = {m: summaries[m] for m in ordered_methods(list(summaries))}
+    ordered = {m: scorecards[m] for m in ordered_methods(list(scorecards))}
     return method_columns(ordered, ["number_match", "mrr@3"], TABLE3_LABELS)
 
 
@@ -156,11 +156,11 @@ def figure4_table(corpus: tuple[list[str], list[list[object]]], paper: PaperRefe
     return out_header, out
 
 
-def retrieval_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
+def retrieval_table(scorecards: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
     header = ["method", "subset", "questions", *DEFAULT_RETRIEVAL_METRICS]
     rows = []
-    for method in ordered_methods(list(summaries)):
-        s = summaries[method]
+    for method in ordered_methods(list(scorecards)):
+        s = scorecards[method]
         if "mrr@3" not in s["weighted"]:
             continue
         for name, entry in [*s["subsets"].items(), ("W. Avg", s["weighted"])]:
@@ -187,13 +187,13 @@ ABLATION_COMPONENTS = ("lexical", "numeric", "metadata", "page", "company-free",
 ABLATION_METRICS = ("mrr@3", "recall@1", "recall@3", "recall@5")
 
 
-def ablation_table(summaries: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
+def ablation_table(scorecards: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
     """Each ladder method that ran, its components on (x) or off, and its retrieval metrics per subset and
     weighted; empty unless a ladder method beyond the paper's ran."""
-    ran = [m for m in ABLATION_LADDER if m in summaries and "mrr@3" in summaries[m]["weighted"]]
+    ran = [m for m in ABLATION_LADDER if m in scorecards and "mrr@3" in scorecards[m]["weighted"]]
     if not any(m not in PAPER_METHODS and m != "bm25" for m in ran):
         return [], []
-    header, rows = method_columns({m: summaries[m] for m in ran}, ABLATION_METRICS)
+    header, rows = method_columns({m: scorecards[m] for m in ran}, ABLATION_METRICS)
     marks = {m: ["x" if c in ABLATION_LADDER[m] else "" for c in ABLATION_COMPONENTS] for m in ran}
     return ["method", *ABLATION_COMPONENTS, *header[1:]], [[r[0], *marks[r[0]], *r[1:]] for r in rows]
 
@@ -346,15 +346,15 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     if records.num_rows == 0:
         raise InputError(f"{run_dir}: no records found under {run_dir}/records")
     out_dir = out_dir or join(run_dir, "report")
-    summaries = summarize_records(records, DEFAULT_RETRIEVAL_METRICS)
+    scorecards = scorecards_of(records, DEFAULT_RETRIEVAL_METRICS)
     manifest = read_json(run_dir, "manifest.json")
     records = attributed(records, manifest)
-    methods = ordered_methods(list(summaries))
+    methods = ordered_methods(list(scorecards))
     paper = load_paper(paper_file)
     written: dict[str, str] = {}
     sections: list[str] = [
         f"# Report for {run_dir}\n",
-        f"{records.num_rows} records, methods: {', '.join(summaries)}\n",
+        f"{records.num_rows} records, methods: {', '.join(scorecards)}\n",
         "## Setting\n\n" + "\n".join(setting_lines(manifest)) + "\n",
     ]
 
@@ -373,23 +373,23 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         written[name] = write_bytes(join(out_dir, file), png)
         sections.append(f"![{caption}]({file})\n")
 
-    emit("table3", "Table 3: Number Match (NM, with its 95% Wilson interval) and MRR@3", *table3(summaries))
+    emit("table3", "Table 3: Number Match (NM, with its 95% Wilson interval) and MRR@3", *table3(scorecards))
     setting_diffs = setting_differences(paper, (manifest or {}).get("config") or {}, (manifest or {}).get("data"))
     emit(
         "paper_comparison",
         f"The paper beside this run (Tables 3 and 5; source: {paper.cite()})",
-        *compare_with_paper(paper, {m: summaries[m] for m in methods}),
+        *compare_with_paper(paper, {m: scorecards[m] for m in methods}),
         note=comparison_note(setting_diffs),
         note_in_file=True,
     )
-    emit("retrieval", "Retrieval metrics", *retrieval_table(summaries))
+    emit("retrieval", "Retrieval metrics", *retrieval_table(scorecards))
     ks, curves = rank_curves(records)
     if curves:
         emit("retrieval_curves", "MRR@k and Recall@k, all questions", *curves_table(ks, curves))
         image("retrieval_curves_plot", "retrieval_curves.png", plot_rank_curves(curves, ks), "MRR@k and Recall@k")
-    emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(summaries))
+    emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(scorecards))
     emit("generation", "Generation diagnostics", *generation_table(records))
-    checked = (read_json(run_dir, "summary.json") or {}).get("plan_vs_run")
+    checked = (read_result(run_dir) or {}).get("plan_vs_run")
     emit("plan_vs_run", "The plan beside the run (the answers the run started with; rates: "
          f"{(checked or {}).get('rates')})", *plan_table(checked))  # fmt: skip
     emit("outcomes", "Outcomes: why each answer is right or wrong (percent of answered records)",
@@ -417,11 +417,11 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         plot = read_bytes(join(run_dir, "ablations", "corpus_size.png"))
         if plot:
             image("corpus_size_plot", "corpus_size.png", plot, "MRR@3 by corpus size")
-    plot = number_match_plot({m: summaries[m] for m in methods})
+    plot = number_match_plot({m: scorecards[m] for m in methods})
     if plot is not None:
         image("number_match_plot", "number_match.png", plot, "Number Match per method")
-    summary = headline({m: summaries[m] for m in methods}, records, paper, found, held, dict(written), setting_diffs)
-    written["summary"] = write_bytes(join(out_dir, "summary.md"), summary.encode())
-    sections.insert(3, "## Summary\n\n" + summary)
+    first = headline({m: scorecards[m] for m in methods}, records, paper, found, held, dict(written), setting_diffs)
+    written["headline"] = write_bytes(join(out_dir, "headline.md"), first.encode())
+    sections.insert(3, "## Headline\n\n" + first)
     written["report"] = write_bytes(join(out_dir, "report.md"), "\n".join(sections).encode())
     return written

@@ -20,7 +20,7 @@ from t2rag.errors import InputError, first_line
 from t2rag.jsonl import read_objects
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
-from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, summarize_records
+from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, scorecards_of
 from t2rag.results.records import to_records
 from t2rag.storage import filesystem_for
 
@@ -134,16 +134,16 @@ def score_predictions(
     retrieval_metrics: tuple[str, ...] = DEFAULT_RETRIEVAL_METRICS,
     only_predicted: bool = False,
 ) -> dict:
-    """Summaries per subset and weighted, over every scorable question of the data (a question without a
+    """A scorecard (per subset and weighted) over every scorable question of the data (a question without a
     prediction counts as wrong and as unranked); `only_predicted` scores the predicted questions alone, as does
-    a run's records directory (its plan declares what it scored). With a `method` column, one summary per method
+    a run's records directory (its plan declares what it scored). With a `method` column, one scorecard per method
     under "methods". The counts of `PredictionCounts` come under "predictions"."""
     records, counts = prediction_records(questions, preds, only_predicted or preds.records is not None)
-    summaries = summarize_records(records, retrieval_metrics)
+    scorecards = scorecards_of(records, retrieval_metrics)
     if preds.method is None:
-        summary = summaries.get(NO_METHOD) or {"subsets": {}, "weighted": {"questions": 0}}
-        return {**summary, "predictions": asdict(counts[NO_METHOD])}
-    return {"methods": summaries, "predictions": {m: asdict(c) for m, c in counts.items()}}
+        scorecard = scorecards.get(NO_METHOD) or {"subsets": {}, "weighted": {"questions": 0}}
+        return {**scorecard, "predictions": asdict(counts[NO_METHOD])}
+    return {"methods": scorecards, "predictions": {m: asdict(c) for m, c in counts.items()}}
 
 
 #: The method name of predictions that name none.

@@ -4,7 +4,7 @@ Number Match and Recall@k are right/wrong per question: McNemar's exact test (a 
 discordant pairs against one half). MRR@k and NDCG@k are graded: a paired randomization test that flips the sign
 of each question's difference (`ROUNDS` random sign vectors, seeded, p = (extreme + 1) / (ROUNDS + 1)). Every
 difference comes with its 95% interval, the mean per-question difference plus or minus 1.96 standard errors (for
-right/wrong metrics the Wald interval of paired proportions). Values are in percent points, as in the summaries.
+right/wrong metrics the Wald interval of paired proportions). Values are in percent points, as in the scorecards.
 Holm's step-down correction says which of a family of differences hold at 0.05.
 """
 
@@ -23,7 +23,7 @@ from t2rag.results.numbers import ordered_subsets
 
 ROUNDS = 10_000
 ALPHA = 0.05
-#: The row over every subset's questions together (the summaries' weighted average is that mean).
+#: The row over every subset's questions together (the scorecards' weighted average is that mean).
 ALL_SUBSETS = "weighted"
 Z95 = 1.959964
 

@@ -1,4 +1,4 @@
-"""Plain-text and markdown renderings of metric summaries."""
+"""Plain-text and markdown renderings of scorecards (t2rag.results.numbers)."""
 
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def summary_table(summary: dict) -> str:
-    """Render a `{"subsets": ..., "weighted": ...}` summary with one row per subset plus the weighted row."""
-    entries = dict(summary["subsets"])
-    entries["W. Avg"] = summary["weighted"]
+def scorecard_table(scorecard: dict) -> str:
+    """Render a scorecard (`{"subsets": ..., "weighted": ...}`) with one row per subset plus the weighted row."""
+    entries = dict(scorecard["subsets"])
+    entries["W. Avg"] = scorecard["weighted"]
     metrics: list[str] = []
     for entry in entries.values():
         metrics += [k for k in entry if k not in metrics]
@@ -78,10 +78,10 @@ def method_columns(
     subsets = list(first["subsets"])
     header = ["method"] + [f"{s} {labels.get(m, m)}" for s in [*subsets, "W. Avg"] for m in metrics]
     rows = []
-    for name, summary in methods.items():
+    for name, scorecard in methods.items():
         row: list[object] = [name]
         for s in [*subsets, "W. Avg"]:
-            entry = summary["weighted"] if s == "W. Avg" else summary["subsets"].get(s, {})
+            entry = scorecard["weighted"] if s == "W. Avg" else scorecard["subsets"].get(s, {})
             row += [entry.get(m) for m in metrics]
         rows.append(row)
     return header, rows

@@ -11,7 +11,7 @@ from t2rag.methods import get_method, readers_of
 from t2rag.metrics.number_match import number_match_one
 from t2rag.prompts import ANSWER_SCHEMA
 from t2rag.results.outcomes import outcomes
-from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
+from t2rag.stages.base import CORPUS_COLUMNS, Stage, column, groups, row_k, set_rows, with_columns, with_search_keys
 
 TEXTS_TYPE = pa.list_(pa.string())
 
@@ -26,7 +26,7 @@ class ReadContexts(Stage):
 
     name = "read_contexts"
     reads = ("method",)
-    optional = ("subset", "context_ids", "gold_context", "k", "reader_ids")
+    optional = (*CORPUS_COLUMNS, "context_ids", "gold_context", "k", "reader_ids")
     adds = pa.schema({"reader_texts": TEXTS_TYPE})
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -35,18 +35,19 @@ class ReadContexts(Stage):
         chosen = column(batch, "reader_ids")
         gold = column(batch, "gold_context")
         ks = row_k(batch, self.config.retrieval.k)
-        keys = ("method", "subset") if "subset" in batch.column_names else ("method",)
-        for key, rows in groups(batch, *keys):
-            method, subset = get_method(key[0]), key[-1] if len(key) > 1 else None
+        named = any(c in batch.column_names for c in CORPUS_COLUMNS)
+        keyed, keys = (with_search_keys(batch), ("method", "_corpus")) if named else (batch, ("method",))
+        for key, rows in groups(keyed, *keys):
+            method, corpus_name = get_method(key[0]), key[-1] if len(key) > 1 else None
             if method.reader == "none":
                 set_rows(texts, rows, [[] for _ in rows])
                 continue
             if method.reader == "gold":
                 set_rows(texts, rows, [[gold[i]] for i in rows])
                 continue
-            if subset is None:
-                raise ValueError(f"read_contexts: rows of method {method.name} need their subset (a `subset` column)")
-            corpus = self.resources.corpus(subset)
+            if corpus_name is None:
+                raise ValueError(f"read_contexts: rows of method {method.name} need a `corpus` or `subset` column")
+            corpus = self.resources.corpus(corpus_name)
             if method.reader == "retrieved_summary":
                 corpus = self.resources.context_summary_corpus(corpus)
             read = [chosen[i] if chosen[i] is not None else ranked[i][: method.texts_read(ks[i])] for i in rows]

@@ -122,6 +122,28 @@ def column(batch: pa.Table, name: str, default: object = None) -> list:
     return [default] * batch.num_rows
 
 
+#: The columns that name the corpus a row searches: `corpus` (served requests: a subset's name or `pooled`), else the
+#: row's `subset` (runs: the question's subset, whose corpus the run's config gives).
+CORPUS_COLUMNS = ("corpus", "subset")
+
+
+def corpus_column(batch: pa.Table) -> pa.ChunkedArray:
+    """The name of the corpus each row searches (see CORPUS_COLUMNS), for `Resources.corpus` and its kin."""
+    for name in CORPUS_COLUMNS:
+        if name in batch.column_names:
+            return batch.column(name)
+    raise ValueError(f"rows need a `corpus` or `subset` column to name their corpus (have {batch.column_names})")
+
+
+def with_search_keys(batch: pa.Table, default_k: int | None = None) -> pa.Table:
+    """The batch with `_corpus` (see corpus_column) and, given the run's k, `_k` (see row_k): to group rows by what
+    they search."""
+    keys = {"_corpus": corpus_column(batch)}
+    if default_k is not None:
+        keys["_k"] = pa.array(row_k(batch, default_k), pa.int64())
+    return with_columns(batch, keys)
+
+
 def row_k(batch: pa.Table, default: int) -> list[int]:
     """Contexts per question: the optional `k` column (served requests), else the run's k."""
     return [default if k is None else int(k) for k in column(batch, "k")]

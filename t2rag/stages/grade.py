@@ -20,7 +20,7 @@ from t2rag.generation.base import ChatRequest
 from t2rag.generation.requests import GENERATION_COLUMNS, REQUEST_COLUMNS, REQUEST_TYPES, request_columns
 from t2rag.methods import get_method
 from t2rag.prompts import STAND_IN, Prompts, chars_of
-from t2rag.stages.base import Stage, column, row_k, with_columns
+from t2rag.stages.base import CORPUS_COLUMNS, Stage, column, corpus_column, row_k, with_columns
 from t2rag.stages.retrieve import RANKING_TYPES, Retrieve
 
 #: The grade's JSON, for engines that constrain their output to a schema.
@@ -49,12 +49,12 @@ def parse_grade(text: str | None, graded: int) -> list[int] | None:
 
 
 class GradePrompts(Stage):
-    """`question`, `context_ids` (ranked), `subset`, `method`, `k` (optional) -> `messages_json`, `params_json`
-    asking which of the top k excerpts help."""
+    """`question`, `context_ids` (ranked), `corpus` or `subset`, `method`, `k` (optional) -> `messages_json`,
+    `params_json` asking which of the top k excerpts help."""
 
     name = "grade_prompts"
-    reads = ("method", "subset", "question", "context_ids")
-    optional = ("k",)
+    reads = ("method", "question", "context_ids")
+    optional = (*CORPUS_COLUMNS, "k")
     adds = pa.schema(REQUEST_TYPES)
 
     @classmethod
@@ -70,11 +70,11 @@ class GradePrompts(Stage):
                                                        "json_schema": schema})  # fmt: skip
         ranked, ks = batch.column("context_ids").to_pylist(), row_k(batch, self.config.retrieval.k)
         requests = []
-        for question, ids, subset, method, k in zip(
-            batch.column("question").to_pylist(), ranked, batch.column("subset").to_pylist(),
+        for question, ids, corpus_name, method, k in zip(
+            batch.column("question").to_pylist(), ranked, corpus_column(batch).to_pylist(),
             batch.column("method").to_pylist(), ks, strict=True,
         ):  # fmt: skip
-            texts = self.resources.corpus(subset).texts_of((ids or [])[: get_method(method).texts_read(k)])
+            texts = self.resources.corpus(corpus_name).texts_of((ids or [])[: get_method(method).texts_read(k)])
             requests.append(ChatRequest(prompts.grade(question, texts), params))
         return with_columns(batch, request_columns(requests))
 
@@ -121,8 +121,8 @@ class CorrectiveRetrieve(Stage):
     fallback method's retriever; the generator reads that ranking's top k (`reader_ids` null)."""
 
     name = "corrective_retrieve"
-    reads = ("method", "subset", "question", "relevant", "reader_ids", *RANKING_TYPES)
-    optional = ("context_id", "k")
+    reads = ("method", "question", "relevant", "reader_ids", *RANKING_TYPES)
+    optional = (*CORPUS_COLUMNS, "context_id", "k")
     adds = pa.schema({**RANKING_TYPES, "reader_ids": READER_TYPES["reader_ids"]})
     pool = "retrieve"
 

@@ -11,7 +11,7 @@ from t2rag.methods import get_method
 from t2rag.retrieval import Hits
 from t2rag.retrieval.base import result_depth
 from t2rag.retrieval.reranker import CrossEncoderScorer
-from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
+from t2rag.stages.base import CORPUS_COLUMNS, Stage, column, groups, set_rows, with_columns, with_search_keys
 from t2rag.stages.retrieve import RANKING_TYPES, ranking_arrays, ranking_columns
 
 
@@ -20,8 +20,8 @@ class Rerank(Stage):
     -> `context_ids`, `scores`, `gold_rank` of the reranked top `result_depth(k)` (max(k, MIN_DEPTH))."""
 
     name = "rerank"
-    reads = ("method", "subset", "question", "context_ids", "scores", "gold_rank")
-    optional = ("context_id", "k")
+    reads = ("method", "question", "context_ids", "scores", "gold_rank")
+    optional = (*CORPUS_COLUMNS, "context_id", "k")
     adds = pa.schema(RANKING_TYPES)
     pool = "rerank"
 
@@ -33,9 +33,9 @@ class Rerank(Stage):
         out = {name: batch.column(name).to_pylist() for name in RANKING_TYPES}
         questions = batch.column("question").to_pylist()
         gold = column(batch, "context_id")
-        keyed = with_columns(batch, {"_k": pa.array(row_k(batch, self.config.retrieval.k), pa.int64())})
-        for (method_name, subset, k), rows in groups(keyed, "method", "subset", "_k"):
-            corpus = self.resources.retriever(get_method(method_name), subset).corpus
+        keyed = with_search_keys(batch, self.config.retrieval.k)
+        for (method_name, corpus_name, k), rows in groups(keyed, "method", "_corpus", "_k"):
+            corpus = self.resources.retriever(get_method(method_name), corpus_name).corpus
             position = corpus.positions
             lists = [out["context_ids"][i] or [] for i in rows]
             idx = np.full((len(rows), max((len(c) for c in lists), default=0)), -1, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""The retrieval stage: rank a subset's corpus for every question, one block search per (method, subset, k)."""
+"""The retrieval stage: rank the corpus each question names, one block search per (method, corpus, k)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from t2rag.metrics.retrieval import gold_ranks
 from t2rag.retrieval import Hits, QueryBlock
 from t2rag.retrieval.base import result_depth
 from t2rag.retrieval.shards import merge_hits, offset_hits
-from t2rag.stages.base import Stage, column, groups, row_k, set_rows, with_columns
+from t2rag.stages.base import CORPUS_COLUMNS, Stage, column, groups, set_rows, with_columns, with_search_keys
 from t2rag.stages.embed import vectors_of
 
 RANKING_TYPES: dict[str, pa.DataType] = {
@@ -55,14 +55,15 @@ class Retrieve(Stage):
     """`question`, `query_vector` (dense retrievers), `context_id` (gold, optional), `k` (optional)
     -> `context_ids`, `scores`, `gold_rank`.
 
-    The corpus is the row's `subset` (or "pooled"); summary-indexed methods search the summaries of that corpus.
+    The corpus is the one the row names (`corpus`, else its `subset`: t2rag.stages.base.corpus_column);
+    summary-indexed methods search the summaries of that corpus.
     In the actors of one shard of a sharded corpus (`retrieval.shard`, Ray), it merges its shard's hits into
     `shard_positions` / `shard_scores` from the shards before, and the last shard writes the ranking columns.
     """
 
     name = "retrieve"
-    reads = ("method", "subset", "question")
-    optional = ("query_vector", "context_id", "k", *SHARD_TYPES)
+    reads = ("method", "question")
+    optional = (*CORPUS_COLUMNS, "query_vector", "context_id", "k", *SHARD_TYPES)
     adds = pa.schema({**RANKING_TYPES, **SHARD_TYPES})  # the shard columns only between the shards of a sharded corpus
     drops = tuple(SHARD_TYPES)
     pool = "retrieve"
@@ -75,10 +76,10 @@ class Retrieve(Stage):
         questions = batch.column("question").to_pylist()
         vectors = vectors_of(batch.column("query_vector")) if "query_vector" in batch.column_names else None
         gold = column(batch, "context_id")
-        keyed = with_columns(batch, {"_k": pa.array(row_k(batch, self.config.retrieval.k), pa.int64())})
-        for (method_name, subset, k), rows in groups(keyed, "method", "subset", "_k"):
+        keyed = with_search_keys(batch, self.config.retrieval.k)
+        for (method_name, corpus_name, k), rows in groups(keyed, "method", "_corpus", "_k"):
             method = get_method(method_name)
-            retriever = self.resources.retriever(method, subset)
+            retriever = self.resources.retriever(method, corpus_name)
             block = QueryBlock([questions[i] for i in rows])
             if retriever.needs_query_vectors:
                 if vectors is None:
@@ -88,7 +89,7 @@ class Retrieve(Stage):
             hits = retriever.search(block, k, depth=depth)
             corpus = retriever.corpus
             if shard is not None:  # the retriever holds a shard: positions and ids come from the whole corpus
-                corpus = self.resources.index_corpus(method, subset)
+                corpus = self.resources.index_corpus(method, corpus_name)
                 hits = self._with_earlier_shards(batch, rows, hits, depth, len(corpus))
                 if not last:
                     set_rows(out["shard_positions"], rows, hits.indices.tolist())

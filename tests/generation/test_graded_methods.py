@@ -34,7 +34,7 @@ def test_the_authors_remaining_methods_rank_and_answer_every_sampled_question(mi
         assert cell.pre_answer.prompts == cell.answers.prompts == SAMPLE, cell.method
         assert cell.pre_answer.output_tokens == SAMPLE * (32 if cell.method == "hyde_reranker" else 16)
 
-    summary = run_local(config)
+    result = run_local(config)
     records = read_records(config.out)
     subsets = resources.questions.subsets
     for method in METHODS:
@@ -42,11 +42,11 @@ def test_the_authors_remaining_methods_rank_and_answer_every_sampled_question(mi
         assert len(rows) == SAMPLE * len(subsets), method  # these methods rank the generation sample alone
         assert all(r["context_ids"] and r["gold_rank"] is not None for r in rows), method
         assert all(r["raw_output"] and r["generation_error"] is None for r in rows), method
-        assert summary["methods"][method]["weighted"]["generated"] == SAMPLE * len(subsets)
+        assert result["methods"][method]["weighted"]["generated"] == SAMPLE * len(subsets)
     graded = records.filter(pc.is_in(records.column("method"), pa.array(["self_rag", "crag"]))).to_pylist()
     assert all(r["reader_ids"] is None or set(r["reader_ids"]) <= set(r["context_ids"]) for r in graded)
     reranked = records.filter(pc.equal(records.column("method"), "hyde_reranker")).to_pylist()
     assert all(len(r["context_ids"]) == 3 * 3 for r in reranked)  # its pool of 3k, reordered by the cross-encoder
 
     again = run_local(config)  # resumable: every (method, question) has its record
-    assert again["methods"] == summary["methods"] and read_records(config.out).num_rows == records.num_rows
+    assert again["methods"] == result["methods"] and read_records(config.out).num_rows == records.num_rows

@@ -41,8 +41,8 @@ def _config(data, out, generator, reranker, system_prompt):
 def _check_run(result, out, data, capsys):
     methods = result["methods"]
     assert list(methods) == ALL_METHODS
-    for name, summary in methods.items():
-        weighted = summary["weighted"]
+    for name, scorecard in methods.items():
+        weighted = scorecard["weighted"]
         assert weighted["generated"] == 1, name  # the seeded sample of one question
         assert 0.0 <= weighted["number_match"] <= 100.0
         assert ("mrr@3" in weighted) == METHODS[name].retrieves, name

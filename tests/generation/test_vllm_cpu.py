@@ -51,8 +51,8 @@ def number_prompt(tmp_path_factory) -> str:
 def ray_run(data_dir, tmp_path_factory, number_prompt) -> Path:
     """`t2rag eval --runner ray` with the vLLM generator, as a user runs it."""
     out = tmp_path_factory.mktemp("ray") / "run"
-    summary = evaluate(run_config(data_dir, out, {"preset": PRESET}, "ray", number_prompt))
-    assert set(summary["methods"]) == set(METHODS)
+    result = evaluate(run_config(data_dir, out, {"preset": PRESET}, "ray", number_prompt))
+    assert set(result["methods"]) == set(METHODS)
     return out
 
 
@@ -62,9 +62,9 @@ def test_the_generator_service_answers_every_sampled_question_with_one_engine(ra
     for row in got.values():
         assert row["generation_error"] is None, row["generation_error"]
         assert row["raw_output"] and 0 < row["completion_tokens"] <= MAX_TOKENS and row["prompt_tokens"] > 40
-    summary = json.loads((ray_run / "summary.json").read_text())
-    assert summary["methods"]["base"]["weighted"]["questions"] == 120  # retrieval over every question
-    assert summary["model_loads"]["smollm2-135m"] == 1
+    result = json.loads((ray_run / "result.json").read_text())
+    assert result["methods"]["base"]["weighted"]["questions"] == 120  # retrieval over every question
+    assert result["model_loads"]["smollm2-135m"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -130,9 +130,9 @@ def test_one_engine_for_every_phase_of_a_single_process_run(tiny_data, tmp_path,
     fields["prompts"].update(hyde_max_tokens=24, summary_max_tokens=24, grade_max_tokens=16)
     fields["retrieval"]["index_uri"] = str(tmp_path / "lancedb")
     config.write_text(yaml.safe_dump(fields))
-    summary = evaluate(config)
-    assert summary["model_loads"]["smollm2-135m"] == 1
-    assert set(summary["methods"]) == set(fields["methods"])
+    result = evaluate(config)
+    assert result["model_loads"]["smollm2-135m"] == 1
+    assert set(result["methods"]) == set(fields["methods"])
     crag = [r for r in records(out).values() if r["method"] == "crag"]
     assert len(crag) == 2 and all(r["context_ids"] and r["raw_output"] and r["generation_error"] is None for r in crag)
 
@@ -157,11 +157,11 @@ def test_prompts_sharing_a_context_reuse_it_in_vllms_prefix_cache(tmp_path, monk
             }
         )
     )
-    summary = evaluate(config)
+    result = evaluate(config)
     got = records(out).values()
     assert len(got) >= 4
     assert all(r["generation_s"] > 0 and r["cached_prompt_tokens"] is not None for r in got)
-    assert summary["generation"]["oracle"]["all"]["cached_share"] >= 60
+    assert result["generation"]["oracle"]["all"]["cached_share"] >= 60
 
 
 def test_a_batch_joins_the_running_one_on_the_real_engine():

@@ -35,7 +35,7 @@ def run_config(data: str, out: Path, generator: dict, runner: str, system_prompt
 
 
 def evaluate(config: Path) -> dict:
-    """`t2rag eval --config CONFIG --json` in a fresh process; its summary."""
+    """`t2rag eval --config CONFIG --json` in a fresh process; its result."""
     command = [sys.executable, "-m", "t2rag.cli", "eval", "--config", str(config), "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -1,5 +1,5 @@
 """Which corpus a run used: every split by default (the paper's setting), one split on request, in the manifest,
-the summary and `t2rag data stats`."""
+the result and `t2rag data stats`."""
 
 from __future__ import annotations
 

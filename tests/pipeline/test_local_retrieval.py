@@ -27,14 +27,14 @@ def finqa_run(tmp_path_factory):
     return out, argv
 
 
-def test_eval_writes_records_and_summary(finqa_run, capsys):
+def test_eval_writes_records_and_result(finqa_run, capsys):
     out, argv = finqa_run
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["out"] == str(out)
     assert list(result["methods"]) == METHODS.split(",")
-    for summary in result["methods"].values():
-        fin = summary["subsets"]["FinQA"]
+    for scorecard in result["methods"].values():
+        fin = scorecard["subsets"]["FinQA"]
         assert fin["questions"] == 883
         assert {"mrr@3", "recall@1", "recall@3", "recall@5"} <= set(fin)
         assert "number_match" not in fin  # retrieval only
@@ -44,7 +44,7 @@ def test_eval_writes_records_and_summary(finqa_run, capsys):
     records = read_records(str(out))
     assert records.schema == RECORD_SCHEMA
     assert records.num_rows == 4 * 883
-    assert (out / "summary.json").exists() and (out / "manifest.json").exists()
+    assert (out / "result.json").exists() and (out / "manifest.json").exists()
     assert not [p for p in (out / "records").iterdir() if not p.name.endswith(".parquet")]
     for method in METHODS.split(","):
         part = records.filter(pc.equal(records.column("method"), method))

@@ -69,7 +69,7 @@ def test_identical_prompts_are_generated_once_and_reported_as_reused(smollm2_pat
             "out": str(tmp_path / "out"),
         },
     )
-    summary = run_local(config)
+    result = run_local(config)
     records = read_records(str(tmp_path / "out")).sort_by([("id", "ascending"), ("method", "ascending")])
     by_key = {(r["method"], r["id"]): r for r in records.to_pylist()}
     hits = [r for r in by_key.values() if r["method"] == "bm25" and r["gold_rank"] == 1]
@@ -81,9 +81,9 @@ def test_identical_prompts_are_generated_once_and_reported_as_reused(smollm2_pat
         repeat = min([hit, twin], key=lambda r: r["generation_s"])
         assert repeat["generation_s"] == 0.0 and repeat["cached_prompt_tokens"] == repeat["prompt_tokens"]
     cached = pc.sum(records.column("cached_prompt_tokens")).as_py()
-    usage = summary["generation"]["oracle"]["all"]
+    usage = result["generation"]["oracle"]["all"]
     assert usage["prompt_tokens"] > usage["cached_prompt_tokens"] > 0
-    assert sum(m["all"]["cached_prompt_tokens"] for m in summary["generation"].values()) == cached
+    assert sum(m["all"]["cached_prompt_tokens"] for m in result["generation"].values()) == cached
     header, rows = generation_table(records)
     assert header[:2] == ["method", "subset"] and header[-3:] == ["prompt tokens", "cached prompt tokens", "cached %"]
     oracle = next(r for r in rows if r[0] == "oracle")

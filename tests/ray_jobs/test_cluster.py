@@ -141,13 +141,13 @@ def test_ray_job_submit_keeps_results_where_they_last(ray_head, tiny_data, tmp_p
     out = tmp_path / "shared/runs/job"  # storage every node of this one-machine cluster shares
     code, logs = _submit(ray_head, config, "durable", "--out", str(out))
     assert code == 0, logs[-3000:]
-    assert _last_line(logs) == f"ray_jobs.evaluate: results in {out} (records/, summary.json; t2rag report {out})"
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["methods"]["bm25"]["weighted"]["questions"] == 33
+    assert _last_line(logs) == f"ray_jobs.evaluate: results in {out} (records/, result.json; t2rag report {out})"
+    result = json.loads((out / "result.json").read_text())
+    assert result["methods"]["bm25"]["weighted"]["questions"] == 33
     assert "evaluate: 33 records to compute (0 already done)" in logs
 
     code, logs = _submit(ray_head, config, "resubmitted", "--out", str(out))
     assert code == 0, logs[-3000:]
     (again,) = [json.loads(line) for line in logs.splitlines() if line.startswith('{"methods"')]
-    assert again["attempts"]["attempts"] == 0 and again["methods"] == summary["methods"]  # nothing computed again
-    assert json.loads((out / "summary.json").read_text())["methods"] == summary["methods"]
+    assert again["attempts"]["attempts"] == 0 and again["methods"] == result["methods"]  # nothing computed again
+    assert json.loads((out / "result.json").read_text())["methods"] == result["methods"]

@@ -74,23 +74,23 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
     ray_out, local_out = f"s3://{s3_bucket}/runs/ray", f"s3://{s3_bucket}/runs/local"
     distributed = run_ray(_config(data_uri, ray_out, runner="ray", **fields))
     local = run_local(_config(data_uri, local_out, **fields))
-    assert distributed["methods"] == local["methods"]  # the same JSON summary, number for number
+    assert distributed["methods"] == local["methods"]  # the same JSON result, number for number
     ray_rows = _records(ray_out)
     assert ray_rows == _records(local_out)  # identical rankings, prompts and predictions per question
     assert len(ray_rows) == 5 * 33 + 3 * 2  # retrieval for every question; oracle, HyDE and crag for the sample
 
-    summary = local["methods"]
-    assert summary["oracle"]["weighted"]["generated"] == 2  # one sampled question per subset
-    assert "mrr@3" not in summary["oracle"]["weighted"]
-    assert summary["bm25"]["weighted"]["retrieved"] == 33 and summary["bm25"]["weighted"]["generated"] == 2
-    assert "number_match" not in summary["base"]["weighted"]  # retrieval-only in this run
-    assert summary["hyde"]["weighted"]["retrieved"] == 2  # HyDE retrieves for the sample only
+    scorecards = local["methods"]
+    assert scorecards["oracle"]["weighted"]["generated"] == 2  # one sampled question per subset
+    assert "mrr@3" not in scorecards["oracle"]["weighted"]
+    assert scorecards["bm25"]["weighted"]["retrieved"] == 33 and scorecards["bm25"]["weighted"]["generated"] == 2
+    assert "number_match" not in scorecards["base"]["weighted"]  # retrieval-only in this run
+    assert scorecards["hyde"]["weighted"]["retrieved"] == 2  # HyDE retrieves for the sample only
 
     record_keys = [k for k in _keys(s3_bucket, "runs/ray/records/") if not k.endswith("/")]  # skip folder markers
     assert record_keys and all(k.endswith(".parquet") for k in record_keys)
-    assert {"runs/ray/summary.json", "runs/ray/manifest.json"} <= set(_keys(s3_bucket, "runs/ray/"))
+    assert {"runs/ray/result.json", "runs/ray/manifest.json"} <= set(_keys(s3_bucket, "runs/ray/"))
     assert any(k.endswith(".lance") or ".lance/" in k for k in _keys(s3_bucket, "lancedb/"))
-    stored = json.loads(boto3.client("s3").get_object(Bucket=s3_bucket, Key="runs/ray/summary.json")["Body"].read())
+    stored = json.loads(boto3.client("s3").get_object(Bucket=s3_bucket, Key="runs/ray/result.json")["Body"].read())
     assert stored["methods"]["bm25"]["weighted"]["questions"] == 33
 
     written = write_report(ray_out)
@@ -137,7 +137,7 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
     killer = threading.Thread(target=_kill_replica_once, args=(services, out / "records", done, killed))
     killer.start()
     try:
-        summary = run_ray(config)
+        result = run_ray(config)
     finally:
         done.set()
         killer.join()
@@ -147,8 +147,8 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
     ids = records.column("id").to_pylist()
     assert len(ids) == len(set(ids)) == 12  # the seeded sample of both subsets, complete and without duplicates
     assert pc.all(pc.is_valid(records.column("raw_output"))).as_py()
-    assert summary["attempts"]["still_failed"] == 0
-    assert summary["model_loads"]["smollm2-135m"] == 2  # the first start and the restart
+    assert result["attempts"]["still_failed"] == 0
+    assert result["model_loads"]["smollm2-135m"] == 2  # the first start and the restart
     # A rerun of the finished job computes nothing, loads nothing and reports the same numbers.
     again = run_ray(config)
     assert read_records(str(out)).num_rows == 12

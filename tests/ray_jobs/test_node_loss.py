@@ -96,8 +96,8 @@ def single_process(generation_cache, tiny_data, tmp_path_factory):
     for reuse in (True, False):
         root = tmp_path_factory.mktemp(f"local-{reuse}")
         config = load_config(None, _overrides(tiny_data, root / "out", root / "index", 10 + reuse, reuse, "local"))
-        summary = run_local(config)
-        runs[reuse] = (summary, _records(root / "out"))
+        result = run_local(config)
+        runs[reuse] = (result, _records(root / "out"))
     return runs
 
 
@@ -137,7 +137,7 @@ def _run_in_thread(config) -> tuple[threading.Thread, dict]:
 
     def run() -> None:
         try:
-            result["summary"] = evaluate.run_ray(config)
+            result["run"] = evaluate.run_ray(config)
         except BaseException as exc:  # reported by the test
             result["error"] = exc
 
@@ -168,11 +168,11 @@ def test_losing_the_generators_node_finishes_by_itself(
     thread.join(timeout=600)
     assert not thread.is_alive(), "the run did not finish within 10 minutes of losing the generator's node"
     assert "error" not in result, result.get("error")
-    summary = result["summary"]
+    finished = result["run"]
     reference, records = single_process[prefix_reuse]
-    assert summary["methods"] == reference["methods"]
+    assert finished["methods"] == reference["methods"]
     assert _records(out) == records
-    assert summary["attempts"]["still_failed"] == 0
-    assert summary["model_loads"]["smollm2-135m"] >= 2  # the first load, and the restart on another node
+    assert finished["attempts"]["still_failed"] == 0
+    assert finished["model_loads"]["smollm2-135m"] >= 2  # the first load, and the restart on another node
     print(f"\n{when}, prefix reuse {prefix_reuse}: {removed - started:.0f} s to the loss, "
-          f"{time.monotonic() - removed:.0f} s from it to the end; attempts {summary['attempts']}")  # fmt: skip
+          f"{time.monotonic() - removed:.0f} s from it to the end; attempts {finished['attempts']}")  # fmt: skip

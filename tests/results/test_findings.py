@@ -1,4 +1,4 @@
-"""`t2rag report` on a run with answers: the summary it prints first, and the outcome, gap and significance files
+"""`t2rag report` on a run with answers: the headline it prints first, and the outcome, gap and significance files
 it writes, against the records."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_the_report_leads_with_the_headline_and_writes_the_attribution(scripted_
     for r in tests:  # plain numbers a spreadsheet or a plot reads
         low, high = json.loads(r["95% CI"])
         assert low <= float(r["a - b"]) <= high
-    assert "## Summary" in (run / "report" / "report.md").read_text()
+    assert "## Headline" in (run / "report" / "report.md").read_text() and (run / "report" / "headline.md").exists()
 
 
 def _wrong_at_rank_4():

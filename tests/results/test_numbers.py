@@ -15,8 +15,8 @@ from t2rag.results.numbers import (
     NM_INTERVAL,
     SubsetTotals,
     ordered_subsets,
-    summarize_records,
-    summary_from_totals,
+    scorecard_from_totals,
+    scorecards_of,
     weighted_average,
     wilson_interval,
 )
@@ -50,21 +50,21 @@ def test_no_trials_gives_no_interval():
     assert all(math.isnan(v) for v in wilson_interval(0, 0))
 
 
-def test_summary_carries_intervals_per_subset_and_pooled_over_subsets():
+def test_scorecard_carries_intervals_per_subset_and_pooled_over_subsets():
     totals = {
         "FinQA": SubsetTotals(questions=30, generated=20, matched=5),
         "TAT-DQA": SubsetTotals(questions=30, generated=20, matched=15),
     }
-    summary = summary_from_totals(totals, ())
-    assert summary["subsets"]["FinQA"][NM_INTERVAL] == wilson_interval(5, 20)
-    assert summary["subsets"]["TAT-DQA"][NM_INTERVAL] == wilson_interval(15, 20)
-    assert summary["weighted"]["number_match"] == 50.0
-    assert summary["weighted"][NM_INTERVAL] == wilson_interval(20, 40)  # the pooled counts, not an average
+    scorecard = scorecard_from_totals(totals, ())
+    assert scorecard["subsets"]["FinQA"][NM_INTERVAL] == wilson_interval(5, 20)
+    assert scorecard["subsets"]["TAT-DQA"][NM_INTERVAL] == wilson_interval(15, 20)
+    assert scorecard["weighted"]["number_match"] == 50.0
+    assert scorecard["weighted"][NM_INTERVAL] == wilson_interval(20, 40)  # the pooled counts, not an average
 
 
 def test_no_interval_where_nothing_was_generated():
-    summary = summary_from_totals({"FinQA": SubsetTotals(questions=3, generated=0, retrieved=3)}, ("mrr@3",))
-    assert NM_INTERVAL not in summary["subsets"]["FinQA"] and NM_INTERVAL not in summary["weighted"]
+    scorecard = scorecard_from_totals({"FinQA": SubsetTotals(questions=3, generated=0, retrieved=3)}, ("mrr@3",))
+    assert NM_INTERVAL not in scorecard["subsets"]["FinQA"] and NM_INTERVAL not in scorecard["weighted"]
 
 
 def test_wilson_interval_of_one_trial_and_its_rounding():
@@ -108,12 +108,12 @@ def test_subset_entries_and_the_order_of_subsets():
 
 
 def test_groups_no_question_took_part_in_are_dropped():
-    summary = summary_from_totals(
+    scorecard = scorecard_from_totals(
         {"FinQA": SubsetTotals(questions=4, generated=0, retrieved=4, metric_sums={"mrr@3": 2.0})}, ("mrr@3",)
     )
-    assert summary["subsets"]["FinQA"] == {"questions": 4, "retrieved": 4, "mrr@3": 50.0}
-    assert summary["weighted"] == {"questions": 4, "retrieved": 4, "mrr@3": 50.0}
-    answered = summary_from_totals(
+    assert scorecard["subsets"]["FinQA"] == {"questions": 4, "retrieved": 4, "mrr@3": 50.0}
+    assert scorecard["weighted"] == {"questions": 4, "retrieved": 4, "mrr@3": 50.0}
+    answered = scorecard_from_totals(
         {"FinQA": SubsetTotals(questions=4, generated=4, matched=1, retrieved=0)}, ("mrr@3",)
     )
     assert answered["weighted"] == {"questions": 4, "generated": 4, "number_match": 25.0,
@@ -138,7 +138,7 @@ def test_weighted_average_is_question_weighted():
     subsets = ["FinQA"] * 3 + ["TAT-DQA"]
     preds = np.array([1.0, 2.0, np.nan, 5.0])
     refs = np.array([1.0, 3.0, 1.0, 5.0])
-    out = summarize_records(_records(subsets, [1, 0, 0, 1], preds, refs), ("recall@1",))["m"]
+    out = scorecards_of(_records(subsets, [1, 0, 0, 1], preds, refs), ("recall@1",))["m"]
     assert out["subsets"]["FinQA"]["recall@1"] == pytest.approx(100 / 3, abs=1e-3)
     assert out["subsets"]["TAT-DQA"]["recall@1"] == 100.0
     assert out["weighted"]["recall@1"] == pytest.approx(50.0)  # (3 * 33.33 + 1 * 100) / 4, not (33.33 + 100) / 2
@@ -150,8 +150,8 @@ def test_real_sample_perfect_and_second_place_retrieval(sample):
     table = sample.scored()
     gold = table.column("context_id").to_pylist()
     subsets = table.column("subset").to_pylist()
-    perfect = summarize_records(_records(subsets, gold_ranks([[g, "other"] for g in gold], gold)))["m"]
+    perfect = scorecards_of(_records(subsets, gold_ranks([[g, "other"] for g in gold], gold)))["m"]
     assert perfect["weighted"]["mrr@3"] == 100.0 and perfect["subsets"]["FinQA"]["retrieved"] == 883
     assert "number_match" not in perfect["weighted"]  # nothing was generated
-    second = summarize_records(_records(subsets, gold_ranks([["other", g] for g in gold], gold)))["m"]
+    second = scorecards_of(_records(subsets, gold_ranks([["other", g] for g in gold], gold)))["m"]
     assert second["weighted"]["mrr@3"] == 50.0 and second["weighted"]["recall@1"] == 0.0

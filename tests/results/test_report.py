@@ -32,9 +32,9 @@ def test_ablation_table_marks_components_and_matches_the_summary(tmp_path) -> No
         "bm25_meta": {"lexical", "numeric", "metadata"},
     }
     for r in rows:
-        summary = result["methods"][r["method"]]
-        assert float(r["FinQA mrr@3"]) == summary["subsets"]["FinQA"]["mrr@3"]
-        assert float(r["W. Avg recall@5"]) == summary["weighted"]["recall@5"]
+        scorecard = result["methods"][r["method"]]
+        assert float(r["FinQA mrr@3"]) == scorecard["subsets"]["FinQA"]["mrr@3"]
+        assert float(r["W. Avg recall@5"]) == scorecard["weighted"]["recall@5"]
     mrr = [float(r["FinQA mrr@3"]) for r in rows]
     assert mrr[0] < mrr[1] < mrr[2]  # each component adds on the real FinQA dev questions
     assert "Retrieval ablation" in (tmp_path / "report" / "report.md").read_text()

@@ -1,4 +1,4 @@
-"""Scoring a predictions file: what each row counts as, and the records the summary is made from."""
+"""Scoring a predictions file: what each row counts as, and the records the scorecard is made from."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_every_file_kind_reads_to_the_same_predictions(sample, tmp_path):
                "prediction": [1.5, None], "number_match": [True, None]}  # fmt: skip
     (tmp_path / "run" / "records").mkdir(parents=True)
     pq.write_table(pa.table(records), tmp_path / "run" / "records" / "part-0.parquet")
-    (tmp_path / "run" / "summary.json").write_text("{}")  # a run's other files are not records
+    (tmp_path / "run" / "result.json").write_text("{}")  # a run's other files are not records
     for where in (tmp_path / "run", tmp_path / "run" / "records"):
         got = read_predictions(str(where))
         assert got.method == ["m", "m"] and got.records["number_match"] == [True, None] and got.origin == str(where)
@@ -137,7 +137,7 @@ def test_methods_counts_and_unknown_rows(sample, caplog):
         prediction_records(sample, Predictions([ids[0], ids[0], ids[1], ids[1]], prediction=[1] * 4, origin="d"), True)
 
 
-def test_the_summary_shapes_with_and_without_methods(sample):
+def test_the_scorecard_shapes_with_and_without_methods(sample):
     ids = _ids(sample, 2)
     nothing = score_predictions(sample, Predictions(["nope"], prediction=[1.0], origin="x"), only_predicted=True)
     assert nothing["subsets"] == {} and nothing["weighted"] == {"questions": 0}

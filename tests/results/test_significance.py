@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pytest
 from scipy.stats import binomtest
 
-from t2rag.results.numbers import summarize_records
+from t2rag.results.numbers import scorecards_of
 from t2rag.results.records import read_records
 from t2rag.results.significance import (
     ROUNDS,
@@ -44,7 +44,7 @@ def test_mcnemar_is_the_binomial_test_of_the_discordant_pairs(records, a, b):
     assert row.questions == len(shared) == 240 and row.test == "mcnemar_exact"
     assert row.p_value == pytest.approx(expected, rel=1e-12)
     assert row.diff == pytest.approx(100 * (only_a - only_b) / len(shared), abs=1e-4)
-    summaries = summarize_records(records)
+    summaries = scorecards_of(records)
     assert row.a == pytest.approx(summaries[a]["weighted"]["number_match"], abs=1e-3)
     assert row.b == pytest.approx(summaries[b]["weighted"]["number_match"], abs=1e-3)
 

@@ -190,7 +190,12 @@ def test_health_and_methods(client):
     info = client.get("/methods").json()
     by_name = {m["name"]: m for m in info["methods"]}
     assert list(by_name) == ["pretrained_only", "oracle", "bm25", "base"]
-    assert info["subsets"] == [SUBSET] and info["default_subset"] == SUBSET and info["max_k"] == 20
+    assert (
+        info["subsets"] == [SUBSET]
+        and info["corpora"] == [SUBSET]
+        and info["default_corpus"] == SUBSET
+        and info["max_k"] == 20
+    )
     assert info["default_k"] == 4  # the run config's retrieval.k
     assert info["generator"] == "smollm2-135m"
     assert by_name["bm25"]["retrieves"] and not by_name["bm25"]["needs_generator"]
@@ -212,7 +217,7 @@ def test_openapi_documents_every_route(client):
 def test_retrieve_ranks_like_the_in_process_core(client, questions, reference, method):
     ids, scores = reference[method]
     bodies = [
-        {"question": q["question"], "method": method, "k": 3, "subset": SUBSET, "with_text": i % 2 == 0}
+        {"question": q["question"], "method": method, "k": 3, "corpus": SUBSET, "with_text": i % 2 == 0}
         for i, q in enumerate(questions)
     ]
     with ThreadPoolExecutor(len(bodies)) as pool:  # concurrent, so the replica batches them
@@ -228,11 +233,11 @@ def test_retrieve_ranks_like_the_in_process_core(client, questions, reference, m
         assert {"queue", "retrieve", "total"} <= set(timing) and float(timing["total"]) > 0
 
 
-def test_retrieve_defaults_to_the_configs_k_and_the_loaded_subset(client, questions, reference):
+def test_retrieve_defaults_to_the_configs_k_and_the_loaded_corpus(client, questions, reference):
     response = client.post("/retrieve", json={"question": questions[0]["question"], "method": "bm25"})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["subset"] == SUBSET and [c["context_id"] for c in body["contexts"]] == reference["bm25"][0][0][:4]
+    assert body["corpus"] == SUBSET and [c["context_id"] for c in body["contexts"]] == reference["bm25"][0][0][:4]
 
 
 def _check_answer(body: dict, method: str, n_contexts: int) -> None:
@@ -243,7 +248,7 @@ def _check_answer(body: dict, method: str, n_contexts: int) -> None:
     from t2rag.stages import built
     from t2rag.stages.base import run_chain
 
-    assert body["method"] == method and body["subset"] == SUBSET and body["raw_output"]
+    assert body["method"] == method and body["corpus"] == SUBSET and body["raw_output"]
     table_text = "\n\n".join(c["text"] for c in body["contexts"]) or None
     batch = pa.table({"raw_output": [body["raw_output"]], "table_text": pa.array([table_text], pa.string())})
     parsed = run_chain(built(Resources(load_config(None)), ("parse_answers",)), batch).to_pylist()[0]
@@ -328,7 +333,8 @@ Q = "What was the net change in revenue?"
         ("/retrieve", {"question": Q, "method": "hyde"}, 400, "not served"),
         ("/retrieve", {"question": Q, "method": "reranker"}, 400, "not served"),
         ("/retrieve", {"question": Q, "method": "oracle"}, 400, "does not retrieve"),
-        ("/retrieve", {"question": Q, "method": "bm25", "subset": "ConvFinQA"}, 400, "unknown subset"),
+        ("/retrieve", {"question": Q, "method": "bm25", "corpus": "ConvFinQA"}, 400, "unknown corpus"),
+        ("/retrieve", {"question": Q, "method": "bm25", "subset": SUBSET}, 422, "`subset` is now `corpus`"),
         ("/retrieve", {"question": Q, "method": "bm25", "k": 0}, 422, "k:"),
         ("/retrieve", {"question": Q, "method": "bm25", "k": 21}, 422, "k:"),
         ("/retrieve", {"question": Q, "method": "bm25", "k": "3"}, 422, "valid integer"),

@@ -40,7 +40,7 @@ def make_app(api_key: str | None = None) -> FastAPI:
 
     @app.get("/bad")
     async def bad() -> dict:
-        raise BadRequest("unknown subset 'X'\n(loaded: FinQA)")
+        raise BadRequest("unknown corpus 'X'\n(loaded: FinQA)")
 
     @app.get("/slow")
     async def slow() -> dict:
@@ -48,7 +48,7 @@ def make_app(api_key: str | None = None) -> FastAPI:
 
     @app.get("/core")
     async def core() -> dict:
-        raise InputError("unknown subset 'Y'")
+        raise InputError("unknown corpus 'Y'")
 
     return app
 
@@ -99,9 +99,9 @@ def test_unparseable_json_is_a_400(client):
 
 
 def test_api_and_core_errors_keep_their_status(client):
-    assert reason(client.get("/bad"), 400) == "unknown subset 'X' (loaded: FinQA)"
+    assert reason(client.get("/bad"), 400) == "unknown corpus 'X' (loaded: FinQA)"
     assert reason(client.get("/slow"), 504) == "the generator did not answer within 2 s"
-    assert reason(client.get("/core"), 400) == "unknown subset 'Y'"
+    assert reason(client.get("/core"), 400) == "unknown corpus 'Y'"
     assert reason(client.get("/nowhere"), 404) == "Not Found"
     assert reason(client.get("/retrieve"), 405) == "Method Not Allowed"
 

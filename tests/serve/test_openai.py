@@ -73,7 +73,7 @@ def test_a_chat_completion_answers_with_the_rag_parts_beside(client, served):
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
     assert reply.usage.prompt_tokens_details.cached_tokens == 0  # the served llama.cpp evaluates each prompt afresh
     rag = reply.model_extra["t2rag"]
-    assert rag["method"] == "bm25" and len(rag["contexts"]) == 3
+    assert rag["method"] == "bm25" and rag["corpus"] == SUBSET and len(rag["contexts"]) == 3
     assert all(c["subset"] == SUBSET and "text" not in c for c in rag["contexts"])
     # The reply ends with the parsed answer, whether or not a number could be read.
     stated = choice.message.content.rstrip().rsplit("Answer: ", 1)[-1]

@@ -44,3 +44,26 @@ def test_a_stage_given_a_batch_without_a_column_it_reads_fails_naming_both():
     assert run_chain(steps, rows).column("messages_json")[0].as_py()
     with pytest.raises(ValueError, match=r"^stage answer_prompts reads \['question'\], which the batch lacks"):
         run_chain(steps, rows.drop_columns(["question"]))
+
+
+def test_a_rows_corpus_column_names_the_corpus_it_searches():
+    """Served rows name their corpus (`corpus`: a subset's or `pooled`); run rows name it by their `subset`. A row
+    naming both searches its `corpus`; one naming neither fails saying so."""
+    from t2rag.config import load_config
+    from t2rag.resources import Resources
+    from t2rag.stages import built
+
+    resources = Resources(load_config(None, {"methods": ["bm25"], "generator": "smollm2-135m"}))
+    (retrieve,) = [stage for _, stage in built(resources, ("retrieve",))]
+    tat = resources.questions.subset("TAT-DQA").scored().slice(0, 4)
+    rows = {"method": ["bm25"] * 4, "question": tat.column("question").to_pylist(), "k": pa.array([3] * 4, pa.int64())}
+    by_subset = retrieve(pa.table({**rows, "subset": ["TAT-DQA"] * 4})).column("context_ids").to_pylist()
+    by_corpus = retrieve(pa.table({**rows, "corpus": ["TAT-DQA"] * 4})).column("context_ids").to_pylist()
+    assert by_corpus == by_subset
+    pooled = retrieve(pa.table({**rows, "subset": ["FinQA"] * 4, "corpus": ["pooled"] * 4}))
+    whole = resources.corpus("pooled")
+    assert resources.corpus("FinQA").name == "FinQA" and len(whole) > len(resources.corpus("TAT-DQA"))
+    found = {whole.subsets[whole.positions[c]] for ids in pooled.column("context_ids").to_pylist() for c in ids}
+    assert found == {"FinQA", "TAT-DQA"}  # the pooled corpus, not the FinQA one that the rows' subset names
+    with pytest.raises(ValueError, match="`corpus` or `subset`"):
+        retrieve(pa.table(rows))

@@ -18,6 +18,7 @@ from t2rag.pipeline.plan import INPUT_SCHEMA
 from t2rag.results import records
 from t2rag.results.records import RECORD_SCHEMA
 from t2rag.stages import STAGES, Stage, built
+from t2rag.stages.base import CORPUS_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,13 +84,14 @@ SOMETIMES = {"retrieve": {"shard_positions", "shard_scores"}}
 
 
 def needed_here(name: str, batch: pa.Table) -> set[str]:
-    """Optional columns a stage cannot do without on these rows: dense retrieval ranks by the query's vector, and
-    reading retrieved or gold contexts needs them (only reading nothing needs none)."""
+    """Optional columns a stage cannot do without on these rows: the one naming a row's corpus (the rows carry
+    `subset`, a served request `corpus`), dense retrieval's query vector, and what reading retrieved or gold contexts
+    reads (only reading nothing needs none)."""
     if name == "retrieve":
-        return {"query_vector"}
+        return {*CORPUS_COLUMNS, "query_vector"}
     if name == "read_contexts" and set(batch.column("method").to_pylist()) != {"pretrained_only"}:
-        return {"subset", "context_ids", "gold_context"}
-    return set()
+        return {*CORPUS_COLUMNS, "context_ids", "gold_context"}
+    return {*CORPUS_COLUMNS} if name != "read_contexts" else set()
 
 
 def checked_chain(resources, names: tuple[str, ...], batch: pa.Table) -> pa.Table:

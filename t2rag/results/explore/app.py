@@ -24,9 +24,9 @@ def build_app(index: RunIndex):
     def home() -> str:
         return page
 
-    @app.get("/api/summary")
-    def summary() -> dict:
-        return {"run": index.run_dir, **index.summary, "plots": sorted(index.plots)}
+    @app.get("/api/overview")
+    def overview() -> dict:
+        return {"run": index.run_dir, **index.overview, "plots": sorted(index.plots)}
 
     @app.get("/api/plot/{name}.png")
     def plot(name: str) -> Response:

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.data import load_questions
-from t2rag.pipeline.manifest import read_json
+from t2rag.pipeline.manifest import read_json, read_result
 from t2rag.pipeline.planned import plan_table
 from t2rag.results.findings import attributed, differences, gap_table, headline_rows, number_match_plot, outcome_table
-from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, summarize_records
+from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, scorecards_of
 from t2rag.results.outcomes import OUTCOMES
 from t2rag.results.plots import plot_rank_curves
 from t2rag.results.records import LocatedRecords, read_located
@@ -44,7 +44,7 @@ class RunIndex:
     contexts: dict[str, int]  # context_id -> a question row holding it
     context_texts: pa.ChunkedArray
     methods: list[str]
-    summary: dict = field(default_factory=dict)
+    overview: dict = field(default_factory=dict)
     plots: dict[str, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -169,21 +169,21 @@ def load_run(run_dir: str, data: str | None = None) -> RunIndex:
         context_texts=qs.table.column("context"),
         methods=ordered_methods(list(dict.fromkeys(records.column("method").to_pylist()))),
     )
-    index.summary, index.plots = _summary(records, index.methods, manifest)
-    plan_header, plan_rows = plan_table((read_json(run_dir, "summary.json") or {}).get("plan_vs_run"))
-    index.summary["plan"] = {"header": plan_header, "rows": plan_rows}
+    index.overview, index.plots = _overview(records, index.methods, manifest)
+    plan_header, plan_rows = plan_table((read_result(run_dir) or {}).get("plan_vs_run"))
+    index.overview["plan"] = {"header": plan_header, "rows": plan_rows}
     return index
 
 
-def _summary(records: pa.Table, methods: list[str], manifest: dict | None) -> tuple[dict, dict[str, bytes]]:
+def _overview(records: pa.Table, methods: list[str], manifest: dict | None) -> tuple[dict, dict[str, bytes]]:
     """The report's tables as JSON (headline metrics, outcomes, the gap to the oracle, differences that hold),
     and its plots."""
-    summaries = summarize_records(records, DEFAULT_RETRIEVAL_METRICS)
-    headline = headline_rows({m: summaries[m] for m in methods})
+    scorecards = scorecards_of(records, DEFAULT_RETRIEVAL_METRICS)
+    headline = headline_rows({m: scorecards[m] for m in methods})
     found, held = differences(records, methods)
     outcome_header, outcome_rows = outcome_table(records, methods)
     gap_header, gap_rows = gap_table(records, methods)
-    summary = {
+    overview = {
         "methods": methods,
         "subsets": sorted(set(records.column("subset").to_pylist())),
         "records": records.num_rows,
@@ -195,10 +195,10 @@ def _summary(records: pa.Table, methods: list[str], manifest: dict | None) -> tu
         "setting": (manifest or {}).get("data"),
     }
     plots = {}
-    number_match = number_match_plot({m: summaries[m] for m in methods})
+    number_match = number_match_plot({m: scorecards[m] for m in methods})
     if number_match is not None:
         plots["number_match"] = number_match
     ks, curves = rank_curves(records)
     if curves:
         plots["retrieval_curves"] = plot_rank_curves(curves, ks)
-    return summary, plots
+    return overview, plots

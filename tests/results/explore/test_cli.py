@@ -17,8 +17,8 @@ def test_explore_prints_where_it_listens_and_serves_the_run(scripted_run):
         assert line.startswith(f"t2rag explore: {scripted_run} at http://127.0.0.1:"), (line, proc.stderr.read())
         url = line.split(" at ", 1)[1].split(" ", 1)[0]
         assert "<title>t2rag explore</title>" in httpx.get(url, timeout=30).text
-        summary = httpx.get(f"{url}api/summary", timeout=30).json()
-        assert sorted(summary["methods"]) == ["bm25", "bm25_meta", "oracle", "pretrained_only"]
+        overview = httpx.get(f"{url}api/overview", timeout=30).json()
+        assert sorted(overview["methods"]) == ["bm25", "bm25_meta", "oracle", "pretrained_only"]
         assert httpx.get(f"{url}api/question/FinQA/nope", timeout=30).status_code == 404
     finally:
         proc.send_signal(signal.SIGINT)

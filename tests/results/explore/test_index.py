@@ -61,7 +61,7 @@ def test_one_question_shows_every_methods_answer_as_recorded(index, scripted_run
 def test_a_run_on_s3_reads_as_the_local_one(index, scripted_run, s3_bucket):
     remote = load_run(upload_dir(Path(scripted_run), s3_bucket, "runs/scripted"))
     assert remote.records.num_rows == index.records.num_rows
-    assert remote.summary["headline"] == index.summary["headline"]
+    assert remote.overview["headline"] == index.overview["headline"]
     key = index.question_list("bm25", None, "correct", None, 0, 1)["rows"][0]
     assert remote.question_detail(key["subset"], key["id"]) == index.question_detail(key["subset"], key["id"])
 
@@ -94,8 +94,15 @@ def test_a_context_is_served_by_id_and_an_unknown_one_is_404(index, scripted_run
     assert missing.status_code == 404 and "no-such-context" in missing.json()["detail"]
 
 
-def test_the_summary_sets_the_runs_plan_beside_it(index):
-    header, rows = index.summary["plan"]["header"], index.summary["plan"]["rows"]
+def test_the_overview_sets_the_runs_plan_beside_it(index):
+    header, rows = index.overview["plan"]["header"], index.overview["plan"]["rows"]
     assert header == ["answers' figure", "planned", "run", "run / planned"]
     answers = {r[0]: r for r in rows}["answers"]
     assert answers[1] == answers[2] > 0 and answers[3] == 1.0  # every planned answer was made
+
+
+def test_a_run_made_before_result_json_shows_its_plan_too(index, scripted_run, tmp_path):
+    older = tmp_path / "older"
+    shutil.copytree(scripted_run, older)
+    (older / "result.json").rename(older / "summary.json")  # what runs wrote before the file was renamed
+    assert load_run(str(older)).overview["plan"] == index.overview["plan"]
