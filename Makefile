@@ -62,11 +62,16 @@ run: $(STAMP)
 	$(BIN)/t2rag eval --config configs/main.yaml
 	$(BIN)/t2rag report runs/main
 
+# Two pytest-xdist workers: while one waits on a Ray cluster (its tests share one worker, see tests/conftest.py) or
+# a server, the other computes. `TEST_WORKERS=0` runs everything in this process.
+TEST_WORKERS ?= 2
+TEST_ARGS := -q -n $(TEST_WORKERS) --dist loadgroup
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest $(TEST_ARGS) --durations=15
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest $(TEST_ARGS) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

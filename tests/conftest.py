@@ -30,6 +30,25 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("T2RAG_REQUIRE_VLLM is set but vLLM is not installed (run `make vllm`)")
 
 
+#: The test modules that start Ray (a local cluster, Serve, a Ray job): with pytest-xdist (`make test` runs two
+#: workers) they all run in one worker, one after another, so two Ray clusters never run at once.
+RAY_TESTS = ("tests/ray_jobs/", "tests/serve/", "tests/generation/test_toy_engine.py",
+             "tests/generation/test_vllm_cpu.py", "tests/test_calibrate.py")  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests reading the scripted run (a real run of the sample, about 20 s once a session) are marked `scripted`, so
+    mutation testing, which starts a session per mutant, can leave them out; tests that start Ray share one xdist
+    group (RAY_TESTS)."""
+    root = Path(str(config.rootpath))
+    for item in items:
+        if "scripted_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.scripted)
+        path = Path(str(item.path)).relative_to(root).as_posix()
+        if path.startswith(RAY_TESTS):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 SAMPLE_FILES = {
     "FinQA": BUNDLED_SAMPLE / "data/FinQA/dev/dev-00000-of-00001.parquet",
     "TAT-DQA": BUNDLED_SAMPLE / "data/TAT-DQA/dev/dev-00000-of-00001.parquet",

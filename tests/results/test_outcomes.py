@@ -171,3 +171,44 @@ def test_outcome_counts_per_subset_and_over_all():
                                          "wrong_number": 1}  # fmt: skip
     assert counts["bm25"]["all"] == {o: 1 for o in OUTCOMES}
     assert set(counts) == {"bm25", "pretrained_only", "oracle"} and counts["oracle"]["all"]["wrong_number"] == 1
+
+
+def test_a_missing_verdict_rank_or_formula_check_counts_as_no():
+    records = _answered([
+        ("bm25", "FinQA", "q1", False, None, 1.0, None, None),  # ranked nothing: the gold was not read
+        ("pretrained_only", "FinQA", "q1", False, 1, 1.0, None, None),  # a rank, but it reads nothing
+        ("bm25", "FinQA", "q2", False, 1, float("nan"), "add(1, x)", None),  # a formula not known to evaluate
+    ])  # fmt: skip
+    reads = readers_of(["bm25", "pretrained_only"])
+    assert gold_read(records, 3, reads).tolist() == [False, False, True]
+    assert outcomes(records, 3, reads).to_pylist() == ["gold_not_read", "gold_not_read", "formula_error"]
+
+
+def test_records_with_every_outcome_are_returned_as_they_are():
+    records = with_outcomes(_answered(SMALL), 3, readers_of(["bm25", "pretrained_only", "oracle"]))
+    assert with_outcomes(records, 3, {}) is records  # nothing missing: nothing computed (no method looked up)
+    unanswered = _answered([("bm25", "FinQA", "q1", None, 1, None, None, None)])
+    filled = with_outcomes(unanswered, 3, readers_of(["bm25"]))
+    assert filled.column("outcome").to_pylist() == [None] and filled.schema.field("outcome").type == pa.string()
+
+
+def test_outcomes_add_up_over_subsets():
+    rows = [("bm25", subset, f"{subset}{i}", False, 5, 1.0, None, None) for subset in ("FinQA", "TAT-DQA")
+            for i in range(2)]  # fmt: skip
+    records = with_outcomes(_answered(rows), 3, readers_of(["bm25"]))
+    counts = outcome_counts(records)["bm25"]
+    assert counts["FinQA"]["gold_not_read"] == counts["TAT-DQA"]["gold_not_read"] == 2
+    assert counts["all"]["gold_not_read"] == 4
+
+
+def test_the_gap_splits_into_what_was_lost_and_what_was_gained():
+    # Six questions: the oracle right on q1-q5; the method did not read the gold on q1-q3, read it and erred on q4,
+    # was right on q5, and right on q6 where the oracle erred.
+    mine = ["gold_not_read", "gold_not_read", "gold_not_read", "wrong_number", "correct", "correct"]
+    theirs = ["correct", "correct", "correct", "correct", "correct", "wrong_number"]
+    ids = [f"q{i}" for i in range(1, 7)]
+    records = pa.table({"method": ["bm25"] * 6 + ["oracle"] * 6, "subset": ["FinQA"] * 12, "id": ids * 2,
+                        "outcome": mine + theirs})  # fmt: skip
+    assert oracle_gap(records, "bm25") == {"questions": 6, "method_nm": 33.33, "oracle_nm": 83.33, "gap": 50.0,
+                                           "lost_to_retrieval": 50.0, "lost_to_reading": 16.67,
+                                           "gained": 16.67}  # fmt: skip
