@@ -62,10 +62,10 @@ run: $(STAMP)
 	$(BIN)/t2rag eval --config configs/main.yaml
 	$(BIN)/t2rag report runs/main
 
-# Two pytest-xdist workers: while one waits on a Ray cluster (its tests share one worker, see tests/conftest.py) or
-# a server, the other computes. `TEST_WORKERS=0` runs everything in this process.
+# Two pytest-xdist workers: while one waits on a Ray cluster (the tests that start Ray run in one worker, in order:
+# tests/conftest.py) or a server, the other computes. `TEST_WORKERS=0` runs everything in this process.
 TEST_WORKERS ?= 2
-TEST_ARGS := -q -n $(TEST_WORKERS) --dist loadgroup
+TEST_ARGS := -q -n $(TEST_WORKERS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(TEST_ARGS) --durations=15

@@ -74,9 +74,9 @@ MUTATIONS = [
         ("tests/stages/test_declarations.py::test_each_stage_adds_what_it_declares_on_every_chain",),
     ),
     Mutation(
-        "declarations: read_contexts needs its optional `subset` column (found by the strengthened test)",
-        (("t2rag/stages/answer.py", 'keys = ("method", "subset") if "subset" in batch.column_names else ("method",)',
-          'keys = ("method", "subset")'),),
+        "declarations: read_contexts needs its optional `corpus`/`subset` column (found by the strengthened test)",
+        (("t2rag/stages/answer.py", 'keys = (with_search_keys(batch), ("method", "_corpus")) if named else (batch, ("method",))',
+          'keys = (with_search_keys(batch), ("method", "_corpus"))'),),
         ("tests/stages/test_declarations.py::test_each_stage_adds_what_it_declares_on_every_chain",),
     ),
     Mutation(

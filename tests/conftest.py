@@ -38,15 +38,23 @@ RAY_TESTS = ("tests/ray_jobs/", "tests/serve/", "tests/generation/test_toy_engin
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests reading the scripted run (a real run of the sample, about 20 s once a session) are marked `scripted`, so
-    mutation testing, which starts a session per mutant, can leave them out; tests that start Ray share one xdist
-    group (RAY_TESTS)."""
-    root = Path(str(config.rootpath))
+    mutation testing, which starts a session per mutant, can leave them out."""
     for item in items:
         if "scripted_run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.scripted)
-        path = Path(str(item.path)).relative_to(root).as_posix()
-        if path.startswith(RAY_TESTS):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """pytest-xdist's scheduling with the tests of RAY_TESTS as one unit (one worker runs them in order) and every
+    other test on its own. (xdist's `xdist_group` marks do not reach its scheduler under pytest 9.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RayTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "ray" if nodeid.startswith(RAY_TESTS) else nodeid
+
+    return RayTestsTogether(config, log)
 
 
 SAMPLE_FILES = {
