@@ -72,7 +72,7 @@ def write_json(out: str, name: str, payload: dict) -> str:
     return write_bytes(join(out, name), json.dumps(payload, indent=2, default=str).encode())
 
 
-#: What a run finished with (its scores, counts, generation usage, plan beside run), written by `finish_run`; runs
+#: What a run finished with (its scorecards, counts, generation usage, plan beside run), written by `finish_run`; runs
 #: made before it was renamed have it as summary.json.
 RESULT_FILE = "result.json"
 EARLIER_RESULT_FILE = "summary.json"
