@@ -14,6 +14,8 @@ from t2rag.metrics import gold_ranks, number_match
 from t2rag.results.numbers import (
     NM_INTERVAL,
     SubsetTotals,
+    generation_usage,
+    metric_values,
     ordered_subsets,
     scorecard_from_totals,
     scorecards_of,
@@ -155,3 +157,52 @@ def test_real_sample_perfect_and_second_place_retrieval(sample):
     assert "number_match" not in perfect["weighted"]  # nothing was generated
     second = scorecards_of(_records(subsets, gold_ranks([["other", g] for g in gold], gold)))["m"]
     assert second["weighted"]["mrr@3"] == 50.0 and second["weighted"]["recall@1"] == 0.0
+
+
+def _generated(rows: list[tuple]) -> pa.Table:
+    """Records of (method, subset, number_match, prompt_tokens, cached_prompt_tokens, gold_rank, reference)."""
+    method, subset, nm, prompt, cached, rank, reference = (list(c) for c in zip(*rows, strict=True))
+    return pa.table({"method": method, "subset": subset, "number_match": pa.array(nm, pa.bool_()),
+                     "prompt_tokens": pa.array(prompt, pa.int32()),
+                     "cached_prompt_tokens": pa.array(cached, pa.int32()), "gold_rank": pa.array(rank, pa.int32()),
+                     "reference": pa.array(reference, pa.float64())})  # fmt: skip
+
+
+USAGE = [
+    ("oracle", "FinQA", True, 300, 200, None, 1.0),
+    ("oracle", "FinQA", False, 100, None, None, 2.0),  # an engine that does not say what it reused
+    ("oracle", "TAT-DQA", False, None, None, None, None),  # no token count: counts as 0
+    ("bm25", "FinQA", None, 999, 999, 1, 3.0),  # not generated: left out
+    ("bm25", "TAT-DQA", True, 400, None, 2, 4.0),
+]
+
+
+def test_generation_usage_counts_the_prompt_tokens_of_generated_records():
+    usage = generation_usage(_generated(USAGE))
+    assert usage == {
+        "oracle": {
+            "subsets": {
+                "FinQA": {"prompt_tokens": 400, "cached_prompt_tokens": 200, "cached_share": 66.67},
+                "TAT-DQA": {"prompt_tokens": 0, "cached_prompt_tokens": None, "cached_share": None},
+            },
+            "all": {"prompt_tokens": 400, "cached_prompt_tokens": 200, "cached_share": 66.67},
+        },
+        "bm25": {
+            "subsets": {"TAT-DQA": {"prompt_tokens": 400, "cached_prompt_tokens": None, "cached_share": None}},
+            "all": {"prompt_tokens": 400, "cached_prompt_tokens": None, "cached_share": None},
+        },
+    }
+    assert generation_usage(_generated(USAGE[3:4])) == {}  # nothing generated
+    one = generation_usage(_generated(USAGE[:1]))["oracle"]["all"]
+    assert one == {"prompt_tokens": 300, "cached_prompt_tokens": 200, "cached_share": 66.67}
+
+
+def test_metric_values_per_record():
+    values = metric_values(_generated(USAGE), ("mrr@3", "recall@1"))
+    assert values.column("generated").to_pylist() == [1, 1, 1, 0, 1]
+    assert values.column("matched").to_pylist() == [1, 0, 0, 0, 1]
+    assert values.column("non_numeric").to_pylist() == [0, 0, 1, 0, 0]  # generated, with no numeric reference
+    assert values.column("retrieved").to_pylist() == [0, 0, 0, 1, 1]
+    assert values.column("mrr@3").to_pylist() == [0.0, 0.0, 0.0, 1.0, 0.5]
+    assert values.column("recall@1").to_pylist() == [0.0, 0.0, 0.0, 1.0, 0.0]
+    assert {values.schema.field(c).type for c in ("generated", "matched", "non_numeric", "retrieved")} == {pa.int64()}
