@@ -25,7 +25,7 @@ import logging
 import resource
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -134,7 +134,7 @@ def run_cells(
                 hits = retriever.search(block, config.retrieval.k)
                 searched = time.perf_counter()
                 ranks = gold_ranks(hits.context_ids(corpus), gold)
-                cell = (subset, method, size, seed, len(corpus), len(theirs))
+                cell = Cell(subset, method, size, seed, len(corpus), len(theirs))
                 out.append(cell_row(cell, ranks, indexed - start, searched - indexed, _peak_mb(), searched - start))
                 del retriever
     return out
@@ -171,12 +171,25 @@ def sharded_cell(config: RunConfig, subset: str, size: int, seed: int, method: s
     search_s = sum(s["search_s"] for s in searched)
     peak = max([peak for _, peak in made] + [s["peak_mb"] for s in searched])
     index_s = sum(s["index_s"] for s in searched)
-    cell = (subset, method, size, seed, size, size - len(own))
+    cell = Cell(subset, method, size, seed, documents=size, distractors=size - len(own))
     return cell_row(cell, ranks, index_s, search_s, peak, time.perf_counter() - start, len(ranges), (~certified).sum())
 
 
+@dataclass(frozen=True)
+class Cell:
+    """What one cell of the ablation searched: a subset's questions by a method in a corpus of `documents` (`size`
+    asked for, `distractors` of them added), the seed's draw."""
+
+    subset: str
+    method: str
+    size: int
+    seed: int
+    documents: int
+    distractors: int
+
+
 def cell_row(
-    cell: tuple[str, str, int, int, int, int],
+    cell: Cell,
     ranks: np.ndarray,
     index_s: float,
     search_s: float,
@@ -185,16 +198,10 @@ def cell_row(
     shards: int = 1,
     uncertified: int = 0,
 ) -> dict:
-    """One cell of the ablation: `cell` is (subset, method, size, seed, documents, distractors); `ranks` the gold's
-    rank per question asked (index and search seconds summed over shards)."""
-    subset, method, size, seed, documents, distractors = cell
+    """The row of one cell: `ranks` the gold's rank per question asked (index and search seconds summed over
+    shards)."""
     return {
-        "subset": subset,
-        "method": method,
-        "size": size,
-        "seed": seed,
-        "documents": documents,
-        "distractors": distractors,
+        **asdict(cell),
         "questions": len(ranks),
         "mrr@3": round(100 * mrr_at_k(ranks, 3), 4),
         "recall@1": round(100 * recall_at_k(ranks, 1), 4),
