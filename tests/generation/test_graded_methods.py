@@ -20,12 +20,15 @@ METHODS = ["hyde_reranker", "self_rag", "crag"]
 SAMPLE = 2  # questions per subset
 
 
-def test_the_authors_remaining_methods_rank_and_answer_every_sampled_question(minilm_reranker, tmp_path):
+def test_the_authors_remaining_methods_rank_and_answer_every_sampled_question(
+    minilm_reranker, short_system_prompt, tmp_path
+):
     config = load_config(None, {
         "methods": METHODS, "limit": SAMPLE, "seed": 5, "out": str(tmp_path / "run"),
         "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 32}},
         "retrieval": {"reranker": minilm_reranker},
-        "prompts": {"max_context_chars": 400, "hyde_max_tokens": 32, "grade_max_tokens": 16},
+        "prompts": {"max_context_chars": 400, "hyde_max_tokens": 32, "grade_max_tokens": 16,
+                    "answer_system": short_system_prompt},
     })  # fmt: skip
     resources = Resources(config)
     work = plan_work(config, resources.questions)

@@ -32,11 +32,11 @@ from tests.conftest import upload_dir
 pytestmark = pytest.mark.slow
 
 
-def _config(source, out, **fields):
+def _config(source, out, system: str | None = None, **fields):
     ray = {"block_rows": 8, "retrieve_block_rows": 8, "retrieve_batch_size": 16}
     base = {"data": {"source": source}, "out": str(out), "ray": ray}
-    # Short contexts keep SmolLM2's prompts small on 2 CPU cores.
-    base["prompts"] = {"max_context_chars": 500}
+    # Short contexts (and, where given, a short answer system prompt) keep SmolLM2's prompts small on 2 CPU cores.
+    base["prompts"] = {"max_context_chars": 500, "answer_system": system}
     base.update(fields)
     return load_config(None, base)
 
@@ -56,7 +56,9 @@ def _keys(bucket: str, prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data, minilm_reranker, caplog):
+def test_evaluation_on_s3_equals_single_process(
+    ray_local, s3_bucket, tiny_data, minilm_reranker, short_system_prompt, caplog
+):
     """Every retriever and the generating paths (gold context, retrieved context, HyDE, crag's grades and its
     corrective retrieval) through ray_jobs.evaluate, with data, indexes, records and the report on S3, against the
     single-process runner."""
@@ -66,7 +68,12 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
         "methods": methods,
         "retrieval_only_methods": ["base", "hybrid_bm25", "hybrid_rrf", "reranker"],
         "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 40}},
-        "prompts": {"max_context_chars": 500, "hyde_max_tokens": 40, "grade_max_tokens": 16},
+        "prompts": {
+            "max_context_chars": 500,
+            "hyde_max_tokens": 40,
+            "grade_max_tokens": 16,
+            "answer_system": short_system_prompt,
+        },
         "limit": 1,
         "retrieval": {"index_uri": f"s3://{s3_bucket}/lancedb", "reranker": {**minilm_reranker, "max_length": 128}},
     }
@@ -155,7 +162,9 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
     assert again["methods"]["oracle"]["weighted"]["generated"] == 12 and again["model_loads"] == {}
 
 
-def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data, tmp_path, monkeypatch):
+def test_a_run_started_on_one_engine_finishes_on_the_other(
+    ray_local, tiny_data, short_system_prompt, tmp_path, monkeypatch
+):
     """Stopped after two record blocks on the single-process runner, finished on Ray: one record per
     (method, id) and the numbers of an uninterrupted run."""
     fields = {
@@ -163,6 +172,7 @@ def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data,
         "retrieval_only_methods": ["base"],
         "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24}},
         "limit": 2,
+        "system": short_system_prompt,
     }
     whole = run_local(_config(tiny_data, tmp_path / "whole", **fields))
 
@@ -246,13 +256,14 @@ class FakeService:
     replicas = ("replica-1", "replica-2")
 
 
-def test_answered_groups_share_one_generator(ray_local, tiny_data, tmp_path, monkeypatch):
+def test_answered_groups_share_one_generator(ray_local, tiny_data, short_system_prompt, tmp_path, monkeypatch):
     """Methods reach their answers by different chains; every generation goes to the run's one generator service
     (HyDE's documents and the answering tail alike), and every other stage is placed once per kind of row
     (retrieval only, answered)."""
     config = _config(
         tiny_data,
         tmp_path / "out",
+        short_system_prompt,
         runner="ray",
         methods=["pretrained_only", "oracle", "bm25", "base", "hyde"],
         generator={"preset": "smollm2-135m", "n_ctx": 4096},

@@ -123,7 +123,7 @@ def test_a_generator_that_stops_answering_is_detected_in_time(ray_local, tiny_da
     assert summary["attempts"]["still_failed"] == 0
 
 
-def test_every_phase_shares_one_load_of_the_generator(ray_local, tiny_data, tmp_path):
+def test_every_phase_shares_one_load_of_the_generator(ray_local, tiny_data, short_system_prompt, tmp_path):
     """Context summaries (every corpus), HyDE's documents and the answers of five methods: llama.cpp is loaded
     once for the whole run, where each phase used to start an engine of its own."""
     methods = ["pretrained_only", "oracle", "base", "hyde", "sumcontext"]
@@ -137,7 +137,12 @@ def test_every_phase_shares_one_load_of_the_generator(ray_local, tiny_data, tmp_
             "out": str(tmp_path / "run"),
             "retrieval": {"index_uri": str(tmp_path / "lancedb")},
             "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24}},
-            "prompts": {"max_context_chars": 400, "hyde_max_tokens": 24, "summary_max_tokens": 24},
+            "prompts": {
+                "max_context_chars": 400,
+                "hyde_max_tokens": 24,
+                "summary_max_tokens": 24,
+                "answer_system": short_system_prompt,
+            },
             "ray": {"block_rows": 4},
         },
     )

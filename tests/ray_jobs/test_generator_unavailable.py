@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from ray_jobs import evaluate
-from tests.ray_jobs.test_node_loss import STORE, WORKER, _overrides, _worker_holding_the_generator
+from tests.ray_jobs.test_node_loss import HEAD, WORKER, _overrides, _worker_holding_the_generator
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def one_worker(tmp_path, monkeypatch):
     monkeypatch.setenv("T2RAG_CACHE", str(tmp_path / "t2rag-cache"))  # nothing cached: the replica must generate
     ray.shutdown()
     allow_clusters_on_one_host()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": STORE})
+    cluster = Cluster(initialize_head=True, head_node_args=HEAD)
     ray.init(address=cluster.address)  # on the head's raylet, which stays
     worker = cluster.add_node(**WORKER)
     cluster.wait_for_nodes()
@@ -47,10 +47,12 @@ def one_worker(tmp_path, monkeypatch):
 
 
 def test_a_generator_that_cannot_come_back_ends_the_run_with_one_line(
-    one_worker, tiny_data, tmp_path, recorded_services
+    one_worker, tiny_data, short_system_prompt, tmp_path, recorded_services
 ):
     c, workers = one_worker
-    overrides = _overrides(tiny_data, tmp_path / "run", tmp_path / "index", 4, True, generator_restart_s=30)
+    overrides = _overrides(
+        tiny_data, tmp_path / "run", tmp_path / "index", short_system_prompt, 4, True, generator_restart_s=30
+    )
     overrides["ray"]["embed_actors"] = 1  # one GPU in the cluster
     config_path = tmp_path / "run.yaml"
     config_path.write_text(yaml.safe_dump(overrides), encoding="utf-8")

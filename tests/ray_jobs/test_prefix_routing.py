@@ -47,7 +47,7 @@ def served(monkeypatch) -> list[list[dict[str, int]]]:
     return runs
 
 
-def _run(data, out, replicas: int) -> list[dict]:
+def _run(data, out, system: str, replicas: int) -> list[dict]:
     """An oracle run on Ray; the replica count is also the sampling seed, so neither run finds the other's
     generations in the cache (greedy decoding ignores the seed)."""
     config = load_config(
@@ -64,7 +64,7 @@ def _run(data, out, replicas: int) -> list[dict]:
                 "replicas": replicas,
                 "batch_size": 4,
             },
-            "prompts": {"max_context_chars": 1500},
+            "prompts": {"max_context_chars": 1500, "answer_system": system},
             "ray": {"block_rows": 4},
         },
     )
@@ -76,10 +76,10 @@ def _share(records: list[dict]) -> float:
     return sum(r["cached_prompt_tokens"] for r in records) / sum(r["prompt_tokens"] for r in records)
 
 
-def test_prompts_sharing_a_context_meet_one_replica(ray_fresh_cache, served, tmp_path) -> None:
+def test_prompts_sharing_a_context_meet_one_replica(ray_fresh_cache, served, short_system_prompt, tmp_path) -> None:
     data = shared_context_layout(tmp_path / "data", contexts=4)
-    one = _run(data, tmp_path / "one", replicas=1)
-    two = _run(data, tmp_path / "two", replicas=2)
+    one = _run(data, tmp_path / "one", short_system_prompt, replicas=1)
+    two = _run(data, tmp_path / "two", short_system_prompt, replicas=2)
 
     first, second = served[-1]
     assert first and second  # both replicas worked
