@@ -47,12 +47,10 @@ def one_worker(tmp_path, monkeypatch):
 
 
 def test_a_generator_that_cannot_come_back_ends_the_run_with_one_line(
-    one_worker, tiny_data, short_system_prompt, tmp_path, recorded_services
+    one_worker, tiny_data, tmp_path, recorded_services
 ):
     c, workers = one_worker
-    overrides = _overrides(
-        tiny_data, tmp_path / "run", tmp_path / "index", short_system_prompt, 4, True, generator_restart_s=30
-    )
+    overrides = _overrides(tiny_data, tmp_path / "run", tmp_path / "index", 4, True, generator_restart_s=30)
     overrides["ray"]["embed_actors"] = 1  # one GPU in the cluster
     config_path = tmp_path / "run.yaml"
     config_path.write_text(yaml.safe_dump(overrides), encoding="utf-8")

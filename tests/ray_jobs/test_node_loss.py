@@ -3,10 +3,10 @@
 The cluster is a head with no CPUs (the driver and the meter only) and two workers of 8 CPUs and 1 declared GPU
 each (300 MB object store each). The run: bm25 and base retrieval-only, oracle answered by SmolLM2 (llama.cpp), 3
 questions per subset (seed 3), k = 3, two single-GPU embedding actors, 2 rows per generating block, a fresh
-generation cache, a short answer system prompt, the vector index the single-process runs built. The worker holding
-the generator replica is removed as a spot node would be (no graceful shutdown) and a replacement of the same shape
-joins 10 s later; the run must finish by itself with exactly one record per (method, id) and the metrics of the same
-config run in a single process. The node goes
+generation cache, the packaged answer prompt (long enough that the replica still generates when the node goes),
+the vector index the single-process runs built. The worker holding the generator replica is removed as a spot node
+would be (no graceful shutdown) and a replacement of the same shape joins 10 s later; the run must finish by itself
+with exactly one record per (method, id) and the metrics of the same config run in a single process. The node goes
 3 s after the replica is seen alive (`ray.util.state.list_actors`, as an operator would see it), or while the
 replica holds a batch, with prefix reuse on and off. (`test_generator_unavailable.py`: a generator that can never
 come back.)
@@ -36,7 +36,7 @@ HEAD = {"num_cpus": 0, "object_store_memory": STORE,
         "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}}  # fmt: skip
 
 
-def _overrides(data, out, index, system, seed: int, prefix_reuse: bool, runner: str = "ray", **ray) -> dict:
+def _overrides(data, out, index, seed: int, prefix_reuse: bool, runner: str = "ray", **ray) -> dict:
     # A sampling seed of its own keeps each run from the others' cached generations (decoding is greedy, so the
     # seed changes no output): every run generates, in a generation cache fresh for this module.
     return {
@@ -53,7 +53,7 @@ def _overrides(data, out, index, system, seed: int, prefix_reuse: bool, runner: 
             "prefix_reuse": prefix_reuse,
             "sampling": {"max_tokens": 48, "seed": seed},
         },
-        "prompts": {"max_context_chars": 800, "answer_system": system},
+        "prompts": {"max_context_chars": 800},
         "ray": {
             "embed_actors": 2,
             "embed_gpus": 1,
@@ -104,14 +104,12 @@ def index(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def single_process(generation_cache, tiny_data, short_system_prompt, index, tmp_path_factory):
+def single_process(generation_cache, tiny_data, index, tmp_path_factory):
     """The same config run in one process, once per prefix setting: the records and metrics to match."""
     runs = {}
     for reuse in (True, False):
         root = tmp_path_factory.mktemp(f"local-{reuse}")
-        config = load_config(
-            None, _overrides(tiny_data, root / "out", index, short_system_prompt, 10 + reuse, reuse, "local")
-        )
+        config = load_config(None, _overrides(tiny_data, root / "out", index, 10 + reuse, reuse, "local"))
         result = run_local(config)
         runs[reuse] = (result, _records(root / "out"))
     return runs
@@ -172,7 +170,6 @@ def test_losing_the_generators_node_finishes_by_itself(
     single_process,
     index,
     tiny_data,
-    short_system_prompt,
     tmp_path,
     recorded_services,
     when,
@@ -182,7 +179,7 @@ def test_losing_the_generators_node_finishes_by_itself(
     c, workers = cluster
     out = tmp_path / "run"
     started = time.monotonic()
-    config = load_config(None, _overrides(tiny_data, out, index, short_system_prompt, seed, prefix_reuse))
+    config = load_config(None, _overrides(tiny_data, out, index, seed, prefix_reuse))
     thread, result = _run_in_thread(config)
     lost = _worker_holding_the_generator(c, workers, when, recorded_services, time.monotonic() + 300)
     c.remove_node(lost, allow_graceful=False)
