@@ -29,9 +29,7 @@ pytestmark = pytest.mark.slow
 
 STORE = 300 * 2**20
 WORKER = {"num_cpus": 8, "num_gpus": 1, "object_store_memory": STORE}
-#: The head: no CPUs, so the driver and the meter run there and every actor on the workers. (Ray's node-death
-#: detection stays at its defaults: quicker health checks, 3 x 1 s, made a replacement node under a loaded CI host
-#: fail its start-up.)
+#: The head: no CPUs, so the driver and the meter run there and every actor on the workers.
 HEAD = {"num_cpus": 0, "object_store_memory": STORE}
 
 
