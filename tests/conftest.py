@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -164,6 +166,12 @@ def _isolated_cache(tmp_path_factory):
     # T2RAG_TEST_CACHE pins the cache across sessions (handy while iterating); by default each session is fresh.
     pinned = os.environ.get("T2RAG_TEST_CACHE")
     root = Path(pinned) if pinned else tmp_path_factory.mktemp("t2rag-cache")
+    if not pinned and os.environ.get("PYTEST_XDIST_WORKER"):
+        # The workers of one run share their indexes (the vector store builds a table once, the others wait), not
+        # the rest of the cache: a test's generations stay its own worker's, as in one process.
+        shared = tmp_path_factory.getbasetemp().parent / "lancedb"
+        shared.mkdir(exist_ok=True)
+        (root / "lancedb").symlink_to(shared, target_is_directory=True)
     os.environ["T2RAG_CACHE"] = str(root)
     os.environ.pop("T2RAG_INDEX_URI", None)
     yield root
@@ -184,21 +192,38 @@ def _no_ray_left_running(request):
 SCRIPTED_METHODS = ["oracle", "pretrained_only", "bm25", "bm25_meta"]
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder that one process of this test run builds and every process reads: with pytest-xdist, the first
+    worker to ask builds it while the others wait for it (a lock file in the run's folder), instead of each building its own.
+    Whoever reads it copies it before changing anything in it."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: the run's folder, every worker's
+    folder, done = root / name, root / f"built-once-{name}.done"
+    with open(root / f"built-once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def scripted_run(tmp_path_factory, sample) -> str:
     """A real run of the bundled sample (120 sampled questions of each subset, retrieval for all 2,025) through
     the single-process runner, answered by the scripted OpenAI-compatible server (tests/scripted_server.py):
-    records with every outcome, in seconds. Returns the run directory."""
+    records with every outcome, in seconds, made once per test run (`built_once`). Returns the run directory."""
     from t2rag.config import load_config
     from t2rag.pipeline.local import run_local
     from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
-    out = tmp_path_factory.mktemp("scripted") / "run"
-    with scripted_server(questions_of(sample.table)) as url:
-        overrides = {"methods": SCRIPTED_METHODS, "generator": scripted_generator(url), "limit": 120, "seed": 7,
-                     "out": str(out)}  # fmt: skip
-        run_local(load_config(None, overrides))
-    return str(out)
+    def build(out: Path) -> None:
+        with scripted_server(questions_of(sample.table)) as url:
+            overrides = {"methods": SCRIPTED_METHODS, "generator": scripted_generator(url), "limit": 120, "seed": 7,
+                         "out": str(out)}  # fmt: skip
+            run_local(load_config(None, overrides))
+
+    return str(built_once(tmp_path_factory, "scripted-run", build))
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,12 @@ probe queries made from the corpus's own vectors) and reported with the index.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -82,13 +84,26 @@ class VectorStore:
         self, name: str, corpus: Corpus, embed: Callable[[list[str]], np.ndarray], docs: np.ndarray | None = None
     ) -> DenseTable:
         """Open the corpus table, embedding and writing it first when it is missing or incomplete."""
-        if self.has_table(name, len(corpus)):
-            log.info("reusing index %s/%s", self.uri, name)
-            return self.open(name)
-        start = time.perf_counter()
-        vectors = embed(list(corpus.texts))
-        log.info("embedded %d passages in %.1fs", len(corpus), time.perf_counter() - start)
-        return self.write(name, corpus, vectors, docs)
+        with self._building(name):
+            if self.has_table(name, len(corpus)):
+                log.info("reusing index %s/%s", self.uri, name)
+                return self.open(name)
+            start = time.perf_counter()
+            vectors = embed(list(corpus.texts))
+            log.info("embedded %d passages in %.1fs", len(corpus), time.perf_counter() - start)
+            return self.write(name, corpus, vectors, docs)
+
+    @contextmanager
+    def _building(self, name: str) -> Iterator[None]:
+        """In a local database, one process at a time looks for a table and builds it: processes that share a cache
+        (two runs on one machine, or parallel test workers) embed a corpus once, the later ones waiting to reuse
+        it. On S3 there is no lock: two builders at once both embed, and the table is the last one written."""
+        if is_s3(self.uri):
+            yield
+            return
+        with open(Path(self.uri) / f".{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            yield
 
     def write(self, name: str, corpus: Corpus, vectors: np.ndarray, docs: np.ndarray | None = None) -> DenseTable:
         """Create (or replace) the table for a corpus from precomputed vectors; `docs` is the document position

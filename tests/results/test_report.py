@@ -94,15 +94,17 @@ def test_report_has_intervals_curves_the_paper_beside_and_plots(tmp_path) -> Non
     assert float(oracle["paper Llama 3.3 70B"]) == 79.4 and float(oracle["run - paper QwQ 32B"]) == -47.4
 
 
-def test_report_prints_the_paper_beside_a_real_run(capsys, tmp_path) -> None:
-    """A retrieval run of the bundled sample: every compared cell of a paper method has the paper's value for both
-    generators, under the list of setting differences, printed by `t2rag report`."""
-    fields = {"methods": ["bm25", "base", "hybrid_bm25"], "retrieval_only": True, "out": str(tmp_path)}
+def test_report_prints_the_paper_beside_a_real_run(capsys, tmp_path, mini_data) -> None:
+    """A retrieval run of real dev questions (those of 25 contexts per subset: the dense methods embed in seconds):
+    every compared cell of a paper method has the paper's value for both generators, under the list of setting
+    differences, printed by `t2rag report`."""
+    fields = {"methods": ["bm25", "base", "hybrid_bm25"], "retrieval_only": True, "out": str(tmp_path),
+              "data": {"source": mini_data}}  # fmt: skip
     result = run_local(load_config(None, fields))
     assert main(["report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "embedder all-MiniLM-L6-v2 (paper: intfloat/multilingual-e5-large-instruct)" in out
-    assert "FinQA: dev split(s), 883 questions over 299 contexts (paper: all splits, 8,281 over 2,789)" in out
+    assert "FinQA: dev split(s), 79 questions over 25 contexts (paper: all splits, 8,281 over 2,789)" in out
     assert "subsets FinQA, TAT-DQA (paper: also ConvFinQA, VQAonBD;" in out
 
     with open(tmp_path / "report" / "paper_comparison.csv") as f:
