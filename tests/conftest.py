@@ -194,8 +194,8 @@ SCRIPTED_METHODS = ["oracle", "pretrained_only", "bm25", "bm25_meta"]
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
     """A folder that one process of this test run builds and every process reads: with pytest-xdist, the first
-    worker to ask builds it while the others wait for it (a lock file in the run's folder), instead of each building its own.
-    Whoever reads it copies it before changing anything in it."""
+    worker to ask builds it while the others wait for it (a lock file in the run's folder), instead of each
+    building its own. Whoever reads it copies it before changing anything in it."""
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: the run's folder, every worker's
     folder, done = root / name, root / f"built-once-{name}.done"
