@@ -103,3 +103,36 @@ def test_filter_by_outcome_open_a_question_and_read_it(explorer, scripted_run, t
         page.screenshot(path=str(shot), full_page=False)
         browser.close()
     assert shot.stat().st_size > 10_000
+
+
+def test_a_list_that_arrives_late_never_replaces_a_newer_one(explorer, scripted_run):
+    """Two filters chosen one after the other send two requests; when the first one's answer arrives last (held
+    back here), the page still shows the list of the filters as they are now."""
+    from playwright.sync_api import sync_playwright
+
+    records = read_records(scripted_run)
+    lost = records.filter(pc.and_(pc.equal(records.column("method"), "bm25"),
+                                  pc.equal(records.column("outcome"), "gold_not_read"))).num_rows  # fmt: skip
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(explorer)
+        page.wait_for_selector("#total[data-count]")
+        held: list = []
+
+        def hold_method_only(route) -> None:  # the method-only list is sent once the newer one is answered
+            if "outcome=" in route.request.url:
+                route.fulfill(response=route.fetch())
+                while held:
+                    held.pop().continue_()
+            else:
+                held.append(route)
+
+        page.route("**/api/questions?*", hold_method_only)
+        page.select_option("#f-method", "bm25")
+        page.select_option("#f-outcome", "gold_not_read")
+        page.wait_for_selector(f"#total[data-count='{lost}']")
+        page.wait_for_timeout(1000)  # the late answer has arrived by now
+        assert page.get_attribute("#total", "data-count") == str(lost)
+        assert page.locator(".qrow").count() == lost
+        browser.close()
