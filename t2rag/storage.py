@@ -6,7 +6,10 @@ endpoints such as MinIO or a test server); nothing here logs them.
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -15,6 +18,15 @@ import pyarrow.fs as pafs
 def is_s3(uri: str | os.PathLike[str]) -> bool:
     """True for `s3://` URIs."""
     return str(uri).startswith("s3://")
+
+
+@contextmanager
+def local_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock on a local file (made when missing) while the block runs: other processes of this
+    machine asking for the same file wait. It is released when the block ends or its process dies."""
+    with open(path, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 def filesystem_for(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:

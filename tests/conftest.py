@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import os
 import shutil
@@ -17,6 +16,7 @@ import pytest
 
 from t2rag.data import QuestionSet, load_questions
 from t2rag.data.source import BUNDLED_SAMPLE
+from t2rag.storage import local_lock
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -199,8 +199,7 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Pa
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: the run's folder, every worker's
     folder, done = root / name, root / f"built-once-{name}.done"
-    with open(root / f"built-once-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with local_lock(root / f"built-once-{name}.lock"):
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
             build(folder)

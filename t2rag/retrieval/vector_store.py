@@ -8,12 +8,11 @@ probe queries made from the corpus's own vectors) and reported with the index.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from t2rag.data.corpus import Corpus
-from t2rag.storage import is_s3, lancedb_storage_options
+from t2rag.storage import is_s3, lancedb_storage_options, local_lock
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +92,11 @@ class VectorStore:
             log.info("embedded %d passages in %.1fs", len(corpus), time.perf_counter() - start)
             return self.write(name, corpus, vectors, docs)
 
-    @contextmanager
-    def _building(self, name: str) -> Iterator[None]:
+    def _building(self, name: str) -> AbstractContextManager:
         """In a local database, one process at a time looks for a table and builds it: processes that share a cache
         (two runs on one machine, or parallel test workers) embed a corpus once, the later ones waiting to reuse
         it. On S3 there is no lock: two builders at once both embed, and the table is the last one written."""
-        if is_s3(self.uri):
-            yield
-            return
-        with open(Path(self.uri) / f".{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            yield
+        return nullcontext() if is_s3(self.uri) else local_lock(Path(self.uri) / f".{name}.lock")
 
     def write(self, name: str, corpus: Corpus, vectors: np.ndarray, docs: np.ndarray | None = None) -> DenseTable:
         """Create (or replace) the table for a corpus from precomputed vectors; `docs` is the document position

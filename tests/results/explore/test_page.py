@@ -7,6 +7,8 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -47,6 +49,27 @@ def explorer(scripted_run):
     thread.join(10)
 
 
+@contextmanager
+def _opened(explorer: str) -> Iterator:
+    """The explorer's page in the system's Chromium, once its first question list is shown."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(explorer)
+        page.wait_for_selector("#total[data-count]")
+        yield page
+        browser.close()
+
+
+def _bm25_lost(run: str) -> list[dict]:
+    """The records of questions whose gold bm25 did not put in what was read."""
+    records = read_records(run)
+    return records.filter(pc.and_(pc.equal(records.column("method"), "bm25"),
+                                  pc.equal(records.column("outcome"), "gold_not_read"))).to_pylist()  # fmt: skip
+
+
 def _fmt(value: float | None) -> str:
     """As the page prints a number."""
     if value is None:
@@ -55,17 +78,9 @@ def _fmt(value: float | None) -> str:
 
 
 def test_filter_by_outcome_open_a_question_and_read_it(explorer, scripted_run, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    records = read_records(scripted_run)
     questions = {(r["subset"], r["id"]): r for r in load_questions(None).table.to_pylist()}
-    lost = records.filter(pc.and_(pc.equal(records.column("method"), "bm25"),
-                                  pc.equal(records.column("outcome"), "gold_not_read"))).to_pylist()  # fmt: skip
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(explorer)
-        page.wait_for_selector("#total[data-count]")
+    lost = _bm25_lost(scripted_run)
+    with _opened(explorer) as page:
         assert int(page.get_attribute("#total", "data-count")) == len(questions)  # every question was ranked
         assert page.locator("#headline tr").count() == 1 + 4  # header and one row per method
 
@@ -101,23 +116,14 @@ def test_filter_by_outcome_open_a_question_and_read_it(explorer, scripted_run, t
 
         shot = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "explore.png")
         page.screenshot(path=str(shot), full_page=False)
-        browser.close()
     assert shot.stat().st_size > 10_000
 
 
 def test_a_list_that_arrives_late_never_replaces_a_newer_one(explorer, scripted_run):
     """Two filters chosen one after the other send two requests; when the first one's answer arrives last (held
     back here), the page still shows the list of the filters as they are now."""
-    from playwright.sync_api import sync_playwright
-
-    records = read_records(scripted_run)
-    lost = records.filter(pc.and_(pc.equal(records.column("method"), "bm25"),
-                                  pc.equal(records.column("outcome"), "gold_not_read"))).num_rows  # fmt: skip
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
-        page = browser.new_page()
-        page.goto(explorer)
-        page.wait_for_selector("#total[data-count]")
+    lost = len(_bm25_lost(scripted_run))
+    with _opened(explorer) as page:
         held: list = []
 
         def hold_method_only(route) -> None:  # the method-only list is sent once the newer one is answered
@@ -135,4 +141,3 @@ def test_a_list_that_arrives_late_never_replaces_a_newer_one(explorer, scripted_
         page.wait_for_timeout(1000)  # the late answer has arrived by now
         assert page.get_attribute("#total", "data-count") == str(lost)
         assert page.locator(".qrow").count() == lost
-        browser.close()
