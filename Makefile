@@ -8,9 +8,9 @@ STAMP := $(VENV)/.t2rag-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export RAY_AUTH_MODE := disabled
 export HF_HUB_OFFLINE ?= 1
-# Every Python process of these targets keeps the bytecode it compiles, under .venv/pycache, whatever the shell says
-# (PYTHONDONTWRITEBYTECODE set, a checkout that cannot be written): a Ray run starts dozens of worker processes, and
-# each that finds no bytecode compiles Ray, pandas, transformers and the project from source (importing ray.data and
+# Every Python process of these targets keeps the bytecode it compiles, under .venv/pycache, even where the shell
+# sets PYTHONDONTWRITEBYTECODE (this machine's does): a Ray run starts dozens of worker processes, and each that finds
+# no bytecode compiles Ray, pandas, transformers and the project from source (importing ray.data and
 # ray_jobs.placement: 14 s instead of 3 s). uv installs without compiling, so the first process compiles once.
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX ?= $(abspath $(VENV))/pycache
@@ -77,7 +77,7 @@ run: $(STAMP)
 	$(BIN)/t2rag report runs/main
 
 # `make test` runs in two parts. First every test that starts no Ray, on $(TEST_WORKERS) pytest-xdist workers:
-# 11 min on 2 cores against about 21 in one process. Then the tests that start Ray (marked `ray`: RAY_TESTS in
+# 10 to 11 min on 2 cores against about 21 in one process. Then the tests that start Ray (marked `ray`: RAY_TESTS in
 # tests/conftest.py) in one process, one module after another: they are one CPU-bound chain that a second worker
 # beside them only slows (38 min 40 s against 32 when the whole suite ran on two workers), and one cluster at a time
 # is what they need. Both parts always run; the target fails when either does. `TEST_WORKERS=N` sets the workers.
