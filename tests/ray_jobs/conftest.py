@@ -35,3 +35,17 @@ def recorded_services(monkeypatch) -> list:
 
     monkeypatch.setattr(evaluate, "GeneratorService", Recorded)
     return services
+
+
+def replica_holding_a_batch(services: list):
+    """The first replica of the run's generator service while it holds a batch, else None (no service yet, no batch,
+    or the replica still loading or restarting)."""
+    import ray
+
+    if not (services and services[0]._replicas):
+        return None
+    replica = services[0]._replicas[0]
+    try:
+        return replica if ray.get(replica.pending.remote(), timeout=5) > 0 else None
+    except Exception:  # loading, restarting, or lost with its node
+        return None

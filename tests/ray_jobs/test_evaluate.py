@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ from t2rag.resources import Resources
 from t2rag.results.records import read_records
 from t2rag.results.report import write_report
 from tests.conftest import upload_dir
+from tests.ray_jobs.conftest import replica_holding_a_batch
 
 pytestmark = pytest.mark.slow
 
@@ -110,21 +110,18 @@ def test_evaluation_on_s3_equals_single_process(
 
 
 def _kill_replica_once(services: list, records_dir: Path, done: threading.Event, killed: list) -> None:
-    """Kill this run's generator replica (as a crash: Ray restarts it) once it holds a batch. (Waiting for the first
-    records instead missed the run once in three on a loaded host: the records came too late to see.)"""
+    """Kill this run's generator replica (as a crash: Ray restarts it) while it holds a batch. (Not on the first
+    records: on a loaded host they could appear only as the run ended.)"""
     import ray
 
     deadline = time.time() + 240
     while time.time() < deadline and not done.is_set():
-        if services and services[0]._replicas:
-            replica = services[0]._replicas[0]
-            with contextlib.suppress(Exception):  # still loading, or already restarting
-                if ray.get(replica.pending.remote(), timeout=5) > 0:
-                    files = list(records_dir.glob("*.parquet")) if records_dir.exists() else []
-                    written = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-                    ray.kill(replica, no_restart=False)
-                    killed.append(written)  # records written when the kill came
-                    return
+        replica = replica_holding_a_batch(services)
+        if replica is not None:
+            written = sum(pq.ParquetFile(f).metadata.num_rows for f in records_dir.glob("*.parquet"))
+            ray.kill(replica, no_restart=False)
+            killed.append(written)  # records written when the kill came
+            return
         time.sleep(0.2)
 
 

@@ -24,6 +24,7 @@ from ray_jobs import evaluate
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
 from t2rag.results.records import read_records
+from tests.ray_jobs.conftest import replica_holding_a_batch
 
 pytestmark = pytest.mark.slow
 
@@ -133,12 +134,10 @@ def _worker_holding_the_generator(c, workers, when: str, services: list, deadlin
             if holders:
                 time.sleep(3)
                 return next(w for w in workers if w.node_id == holders[0])
-        elif services and services[0]._replicas:
-            replica = services[0]._replicas[0]
-            with contextlib.suppress(Exception):
-                if ray.get(replica.pending.remote(), timeout=5) > 0:  # a batch is in the replica
-                    holder = ray.get(replica.where.remote(), timeout=5)["node_id"]
-                    return next(w for w in workers if w.node_id == holder)
+        elif (replica := replica_holding_a_batch(services)) is not None:
+            with contextlib.suppress(Exception):  # lost between the two calls: look again
+                holder = ray.get(replica.where.remote(), timeout=5)["node_id"]
+                return next(w for w in workers if w.node_id == holder)
         time.sleep(0.2)
     raise AssertionError(f"the generator was never {when} on a worker")
 
