@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pyarrow.compute as pc
 import pytest
@@ -17,7 +17,7 @@ import pytest
 from ray_jobs.evaluate import run_ray
 from t2rag.config import load_config
 from t2rag.results.records import read_records
-from tests.scripted_server import send_json
+from tests.scripted_server import LoopbackServer, send_json
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +60,7 @@ class FaultyServer:
                 }
                 send_json(self, reply)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = LoopbackServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> str:
