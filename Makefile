@@ -42,9 +42,9 @@ VLLM_UV = $(VLLM_VENV)/bin/uv pip install -q --python $(VLLM_VENV)/bin/python
 # build.targets; the only package built from source here), not llama.cpp's multimodal library (LLAVA_BUILD),
 # which llama-cpp-python loads only for image chats, nor its `llama-common` (deploy/llama_cpp/lean.cmake says
 # why): 3 min 7 s against 5 min 50 s for the build alone on 2 cores.
-# ggml compiles for the CPU it is built on (-march=native), less AMX: a virtual machine can report AMX and still
-# refuse its instructions, and a build with AMX then dies of "Illegal instruction" at the first matrix product (seen
-# on a Firecracker guest of a Sapphire Rapids host, with the kernel granting AMX). Since the build fits one CPU,
+# ggml compiles for the CPU it is built on (-march=native), less AMX: on a Sapphire Rapids guest here its AMX matrix
+# kernels died of "Illegal instruction" (a tile instruction) at the first matrix product, though the kernel grants
+# AMX and torch's oneDNN runs AMX kernels there; without AMX, ggml uses AVX-512. Since the build fits one CPU,
 # LLAMA_CPP_KEY (the CPU's flags and these settings) names it: .venv records the key it was built with and rebuilds
 # llama-cpp-python when the key changes (a .venv carried to another CPU, new settings), and uv, which keys the
 # wheels it caches by config settings but not by CMAKE_ARGS or the CPU, gets the key as a config setting.

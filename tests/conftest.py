@@ -39,7 +39,7 @@ RAY_TESTS = ("tests/ray_jobs/", "tests/serve/", "tests/generation/test_toy_engin
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests reading the scripted run (a real run of the sample, about 20 s once a session) are marked `scripted`, so
+    """Tests reading the scripted run (a real run of the sample, about 7 s once a session) are marked `scripted`, so
     mutation testing, which starts a session per mutant, can leave them out; those of RAY_TESTS are marked `ray`, so
     `make test` can run them apart from the others."""
     for item in items:
