@@ -38,11 +38,13 @@ def _interleaved(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(smollm2_path, tmp_path_factory) -> dict:
+def runs(smollm2_path, short_system_prompt, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("prefix")
     data = _interleaved(shared_context_layout(root / "data", contexts=2))
-    # Contexts clipped to 3,000 characters: the prefill is halved, and a context still outweighs the system prompt.
-    return {reuse: run(data, root / f"out-{reuse}", SMOLLM2, reuse, CLIPPED) for reuse in (False, True)}
+    # Contexts clipped to 3,000 characters and the short system prompt: the prefill is a third, and what a question
+    # shares with the one before it is its context, not the system prompt.
+    prompts = {**CLIPPED, "answer_system": short_system_prompt}
+    return {reuse: run(data, root / f"out-{reuse}", SMOLLM2, reuse, prompts) for reuse in (False, True)}
 
 
 def test_prompts_sharing_a_context_reuse_it_and_the_answers_stay(runs) -> None:
@@ -54,7 +56,9 @@ def test_prompts_sharing_a_context_reuse_it_and_the_answers_stay(runs) -> None:
     assert agreement(off["predictions"], on["predictions"]) >= 0.9
 
 
-def test_identical_prompts_are_generated_once_and_reported_as_reused(smollm2_path, tmp_path, monkeypatch) -> None:
+def test_identical_prompts_are_generated_once_and_reported_as_reused(
+    smollm2_path, short_system_prompt, tmp_path, monkeypatch
+) -> None:
     """bm25 reading its top 1 sends the oracle's very prompt wherever it ranks the gold context first."""
     monkeypatch.setenv("T2RAG_CACHE", str(tmp_path / "cache"))
     data = shared_context_layout(tmp_path / "data", contexts=2)
@@ -64,7 +68,7 @@ def test_identical_prompts_are_generated_once_and_reported_as_reused(smollm2_pat
             "data": {"source": str(data)},
             "methods": ["oracle", "bm25"],
             "retrieval": {"k": 1},
-            "prompts": {"max_context_chars": 1000},
+            "prompts": {"max_context_chars": 1000, "answer_system": short_system_prompt},
             "generator": SMOLLM2,
             "out": str(tmp_path / "out"),
         },
