@@ -67,7 +67,7 @@ def hardware() -> dict[str, object]:
 
 def gpu_names() -> list[str]:
     """The GPUs this process sees: torch's names where a stage has imported torch, else nvidia-smi's (importing
-    torch only to ask took 3 s of a BM25 run's 10). Empty without a GPU."""
+    torch only to ask took 3 s of a scripted run's 10). Empty without a GPU."""
     torch = sys.modules.get("torch")
     if torch is not None:
         return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

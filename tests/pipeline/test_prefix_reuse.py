@@ -41,7 +41,7 @@ def _interleaved(root: Path) -> Path:
 def runs(smollm2_path, short_system_prompt, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("prefix")
     data = _interleaved(shared_context_layout(root / "data", contexts=2))
-    # Contexts clipped to 3,000 characters and the short system prompt: the prefill is a third, and what a question
+    # Contexts clipped to 3,000 characters and the short system prompt: less prefill, and what a question
     # shares with the one before it is its context, not the system prompt.
     prompts = {**CLIPPED, "answer_system": short_system_prompt}
     return {reuse: run(data, root / f"out-{reuse}", SMOLLM2, reuse, prompts) for reuse in (False, True)}
