@@ -5,7 +5,9 @@ Given each question's reference and the start of its gold context, it finds the 
 (`Question: ...`) and answers by a hash of the whole prompt, so the same prompt always gets the same answer: the
 reference as a formula (right), the reference plus one (a wrong number), `"None"` (the excerpts lack it), or a
 formula that does not evaluate. A prompt that holds the gold context is answered right three times in four, one
-without it once in four, so reading the gold matters as it does for a real model.
+without it once in four, so reading the gold matters as it does for a real model. A grading prompt (Corrective RAG's:
+it asks for `{"relevant": [...]}`) is answered by a hash of the prompt too: every excerpt, the first one, or none (so
+some rows are ranked again by the method's fallback).
 """
 
 from __future__ import annotations
@@ -21,12 +23,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 QUESTION = re.compile(r"Question: (.*?)\n\nAnswer with the JSON object only\.", re.S)
 WITH_GOLD = ("right", "right", "right", "wrong", "none", "broken", "right", "right")
 WITHOUT_GOLD = ("right", "wrong", "none", "broken")
+GRADE_ASKED = '{"relevant": [...]}'
+EXCERPT = re.compile(r"^### Excerpt (\d+)$", re.M)
+
+
+def _digest(prompt: str) -> int:
+    return int(hashlib.sha256(prompt.encode()).hexdigest(), 16)
+
+
+def scripted_grade(prompt: str) -> str:
+    """The grade of a grading prompt's numbered excerpts: all of them, the first, or none (by the prompt's hash)."""
+    numbers = [int(n) for n in EXCERPT.findall(prompt)] or [1]
+    chosen = (numbers, numbers[:1], [])[_digest(prompt) % 3]
+    return json.dumps({"relevant": chosen})
 
 
 def scripted_answer(prompt: str, reference: float | None, gold_start: str) -> str:
     """The JSON answer to one prompt (see the module's docstring)."""
+    if GRADE_ASKED in prompt:
+        return scripted_grade(prompt)
     kinds = WITH_GOLD if gold_start and gold_start in prompt else WITHOUT_GOLD
-    kind = kinds[int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % len(kinds)]
+    kind = kinds[_digest(prompt) % len(kinds)]
     if reference is None or kind == "none":
         formula, computed = "None", "N/A"
     elif kind == "right":

@@ -21,6 +21,7 @@ from ray_jobs.evaluate import run_ray
 from ray_jobs.placement import merged_chain
 from ray_jobs.table_blocks import input_tasks
 from t2rag.config import load_config
+from t2rag.data import load_questions
 from t2rag.pipeline import local
 from t2rag.pipeline.local import run_local
 from t2rag.pipeline.plan import plan_work
@@ -29,6 +30,7 @@ from t2rag.results.records import read_records
 from t2rag.results.report import write_report
 from tests.conftest import upload_dir
 from tests.ray_jobs.conftest import replica_holding_a_batch
+from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
 pytestmark = pytest.mark.slow
 
@@ -57,42 +59,40 @@ def _keys(bucket: str, prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def test_evaluation_on_s3_equals_single_process(
-    ray_local, s3_bucket, tiny_data, minilm_reranker, short_system_prompt, caplog
-):
+def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data, minilm_reranker, caplog):
     """Every retriever and the generating paths (gold context, retrieved context, HyDE, crag's grades and its
     corrective retrieval) through ray_jobs.evaluate, with data, indexes, records and the report on S3, against the
-    single-process runner."""
+    single-process runner. What it tests is where each stage runs and what it stores, not a model's answers, so the
+    scripted OpenAI-compatible server answers (tests/scripted_server.py: it grades some rows' excerpts all
+    irrelevant, so crag's corrective retrieval runs); SmolLM2 answers on Ray in this module's other tests."""
     data_uri = upload_dir(Path(tiny_data), s3_bucket, "t2ragbench")
     methods = ["oracle", "bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker", "hyde", "crag"]
     fields = {
         "methods": methods,
         "retrieval_only_methods": ["base", "hybrid_bm25", "hybrid_rrf", "reranker"],
-        "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 40}},
-        "prompts": {
-            "max_context_chars": 500,
-            "hyde_max_tokens": 40,
-            "grade_max_tokens": 16,
-            "answer_system": short_system_prompt,
-        },
-        "limit": 1,
+        "prompts": {"max_context_chars": 500},
+        "limit": 2,
         "retrieval": {"index_uri": f"s3://{s3_bucket}/lancedb", "reranker": {**minilm_reranker, "max_length": 128}},
     }
     caplog.set_level(logging.INFO)
     ray_out, local_out = f"s3://{s3_bucket}/runs/ray", f"s3://{s3_bucket}/runs/local"
-    distributed = run_ray(_config(data_uri, ray_out, runner="ray", **fields))
-    local = run_local(_config(data_uri, local_out, **fields))
+    with scripted_server(questions_of(load_questions(tiny_data).table)) as url:
+        fields["generator"] = scripted_generator(url)
+        distributed = run_ray(_config(data_uri, ray_out, runner="ray", **fields))
+        local = run_local(_config(data_uri, local_out, **fields))
     assert distributed["methods"] == local["methods"]  # the same JSON result, number for number
     ray_rows = _records(ray_out)
     assert ray_rows == _records(local_out)  # identical rankings, prompts and predictions per question
-    assert len(ray_rows) == 5 * 33 + 3 * 2  # retrieval for every question; oracle, HyDE and crag for the sample
+    assert len(ray_rows) == 5 * 33 + 3 * 4  # retrieval for every question; oracle, HyDE and crag for the sample
+    graded = read_records(local_out).filter(pc.equal(pc.field("method"), "crag")).column("relevant").to_pylist()
+    assert 0 in graded and any(n > 0 for n in graded)  # some rows ranked again by the fallback, some not
 
     scorecards = local["methods"]
-    assert scorecards["oracle"]["weighted"]["generated"] == 2  # one sampled question per subset
+    assert scorecards["oracle"]["weighted"]["generated"] == 4  # two sampled questions per subset
     assert "mrr@3" not in scorecards["oracle"]["weighted"]
-    assert scorecards["bm25"]["weighted"]["retrieved"] == 33 and scorecards["bm25"]["weighted"]["generated"] == 2
+    assert scorecards["bm25"]["weighted"]["retrieved"] == 33 and scorecards["bm25"]["weighted"]["generated"] == 4
     assert "number_match" not in scorecards["base"]["weighted"]  # retrieval-only in this run
-    assert scorecards["hyde"]["weighted"]["retrieved"] == 2  # HyDE retrieves for the sample only
+    assert scorecards["hyde"]["weighted"]["retrieved"] == 4  # HyDE retrieves for the sample only
 
     record_keys = [k for k in _keys(s3_bucket, "runs/ray/records/") if not k.endswith("/")]  # skip folder markers
     assert record_keys and all(k.endswith(".parquet") for k in record_keys)
@@ -164,17 +164,20 @@ def test_a_killed_generator_replica_loses_nothing_and_duplicates_nothing(
     assert again["methods"]["oracle"]["weighted"]["generated"] == 12 and again["model_loads"] == {}
 
 
-def test_a_run_started_on_one_engine_finishes_on_the_other(
-    ray_local, tiny_data, short_system_prompt, tmp_path, monkeypatch
-):
+def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data, tmp_path, monkeypatch):
     """Stopped after two record blocks on the single-process runner, finished on Ray: one record per
-    (method, id) and the numbers of an uninterrupted run."""
+    (method, id) and the numbers of an uninterrupted run. (Answered by the scripted server: what is tested is
+    which records each engine keeps and writes.)"""
+    with scripted_server(questions_of(load_questions(tiny_data).table)) as url:
+        _finish_on_the_other_engine(tiny_data, tmp_path, monkeypatch, scripted_generator(url))
+
+
+def _finish_on_the_other_engine(tiny_data, tmp_path, monkeypatch, generator: dict) -> None:
     fields = {
         "methods": ["oracle", "bm25", "base"],
         "retrieval_only_methods": ["base"],
-        "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24}},
+        "generator": generator,
         "limit": 2,
-        "system": short_system_prompt,
     }
     whole = run_local(_config(tiny_data, tmp_path / "whole", **fields))
 
