@@ -13,7 +13,7 @@ from t2rag.config import load_config
 from t2rag.pipeline.plan import plan_work
 from t2rag.prompts import STAND_IN
 from t2rag.resources import Resources
-from t2rag.workload import known_answer_prompts, measure_workload
+from t2rag.workload import _common_prefix, known_answer_prompts, measure_workload
 
 METHODS = ["pretrained_only", "oracle", "base", "hyde", "summarization"]
 
@@ -253,3 +253,12 @@ def test_every_method_s_answer_prompts_are_estimated_from_the_stages_own_prompts
             assert estimated.prompt_tokens == round(chars / ratio), name
         else:
             assert estimated.prompt_tokens == pytest.approx(chars / ratio, rel=0.2), name
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("", ""), ("", "abc"), ("abc", "abc"), ("abc", "abcd"), ("abcd", "abc"), ("abx", "abc"), ("xbc", "abc")],
+)
+def test_the_common_prefix_of_two_prompts(a, b):
+    """Identical prompts, one the start of the other, and prompts that part at the first or last character."""
+    assert _common_prefix(a, b) == len(os.path.commonprefix([a, b]))  # noqa: RUF071 (characters are meant)
