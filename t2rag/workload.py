@@ -287,8 +287,8 @@ def _computed_prompts(
 
 
 def _common_prefix(a: str, b: str) -> int:
-    """The length of the longest common prefix of a and b: a binary search over prefix lengths (in C: bisect), since
-    comparing slices beats a character loop in Python on prompts of thousands of characters."""
+    """The length of the longest common prefix of a and b: `bisect` over prefix lengths, comparing slices (a
+    character loop in Python is slow on prompts of thousands of characters)."""
     n = min(len(a), len(b))
     return bisect.bisect_left(range(n + 1), True, key=lambda m: a[:m] != b[:m]) - 1
 

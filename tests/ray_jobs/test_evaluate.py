@@ -169,43 +169,39 @@ def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data,
     (method, id) and the numbers of an uninterrupted run. (Answered by the scripted server: what is tested is
     which records each engine keeps and writes.)"""
     with scripted_server(questions_of(load_questions(tiny_data).table)) as url:
-        _finish_on_the_other_engine(tiny_data, tmp_path, monkeypatch, scripted_generator(url))
+        fields = {
+            "methods": ["oracle", "bm25", "base"],
+            "retrieval_only_methods": ["base"],
+            "generator": scripted_generator(url),
+            "limit": 2,
+        }
+        whole = run_local(_config(tiny_data, tmp_path / "whole", **fields))
 
+        out = tmp_path / "switched"
+        written = []
+        write = local.write_records
 
-def _finish_on_the_other_engine(tiny_data, tmp_path, monkeypatch, generator: dict) -> None:
-    fields = {
-        "methods": ["oracle", "bm25", "base"],
-        "retrieval_only_methods": ["base"],
-        "generator": generator,
-        "limit": 2,
-    }
-    whole = run_local(_config(tiny_data, tmp_path / "whole", **fields))
+        def write_then_stop(*args, **kwargs):
+            if len(written) == 2:
+                raise KeyboardInterrupt  # as if the user pressed Ctrl-C here
+            written.append(write(*args, **kwargs))
 
-    out = tmp_path / "switched"
-    written = []
-    write = local.write_records
+        monkeypatch.setattr(local, "write_records", write_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            run_local(_config(tiny_data, out, **fields))
+        monkeypatch.undo()
+        partial = read_records(str(out))
+        assert 0 < partial.num_rows < read_records(str(tmp_path / "whole")).num_rows
 
-    def write_then_stop(*args, **kwargs):
-        if len(written) == 2:
-            raise KeyboardInterrupt  # as if the user pressed Ctrl-C here
-        written.append(write(*args, **kwargs))
-
-    monkeypatch.setattr(local, "write_records", write_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        run_local(_config(tiny_data, out, **fields))
-    monkeypatch.undo()
-    partial = read_records(str(out))
-    assert 0 < partial.num_rows < read_records(str(tmp_path / "whole")).num_rows
-
-    finished = run_ray(_config(tiny_data, out, runner="ray", **fields))
-    records = read_records(str(out))
-    keys = list(zip(records.column("method").to_pylist(), records.column("id").to_pylist(), strict=True))
-    assert len(keys) == len(set(keys)) == read_records(str(tmp_path / "whole")).num_rows
-    assert finished["methods"] == whole["methods"]
-    assert {str(p) for p in written} <= {str(p) for p in (out / "records").iterdir()}  # kept, not recomputed
-    # Back on the single-process runner: nothing left to do, the same numbers.
-    assert run_local(_config(tiny_data, out, **fields))["methods"] == whole["methods"]
-    assert read_records(str(out)).num_rows == len(keys)
+        finished = run_ray(_config(tiny_data, out, runner="ray", **fields))
+        records = read_records(str(out))
+        keys = list(zip(records.column("method").to_pylist(), records.column("id").to_pylist(), strict=True))
+        assert len(keys) == len(set(keys)) == read_records(str(tmp_path / "whole")).num_rows
+        assert finished["methods"] == whole["methods"]
+        assert {str(p) for p in written} <= {str(p) for p in (out / "records").iterdir()}  # kept, not recomputed
+        # Back on the single-process runner: nothing left to do, the same numbers.
+        assert run_local(_config(tiny_data, out, **fields))["methods"] == whole["methods"]
+        assert read_records(str(out)).num_rows == len(keys)
 
 
 def test_a_sharded_corpus_ranks_as_the_whole_one(ray_local, mini_data, tmp_path):
