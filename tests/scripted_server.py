@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,6 +66,11 @@ class LoopbackServer(ThreadingHTTPServer):
 
     request_queue_size = 64
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away mid-request (a replica lost with its node) is no error of the server's."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 def send_json(handler: BaseHTTPRequestHandler, payload: dict) -> None:
     """Answer a request with `payload` as JSON (HTTP 200)."""
@@ -76,9 +83,10 @@ def send_json(handler: BaseHTTPRequestHandler, payload: dict) -> None:
 
 
 @contextmanager
-def scripted_server(questions: dict[str, tuple[float | None, str]]) -> Iterator[str]:
+def scripted_server(questions: dict[str, tuple[float | None, str]], delay_s: float = 0.0) -> Iterator[str]:
     """Serve on a free loopback port; yields the base URL (`.../v1`). `questions`: question text -> (reference,
-    the first characters of the gold context)."""
+    the first characters of the gold context); `delay_s`: how long each answer takes (a generator that is still
+    generating when a test takes its node away)."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -90,6 +98,7 @@ def scripted_server(questions: dict[str, tuple[float | None, str]]) -> Iterator[
             found = QUESTION.search(body["messages"][-1]["content"])  # the system prompt's examples have questions too
             reference, gold_start = questions.get(found.group(1).strip(), (None, "")) if found else (None, "")
             text = scripted_answer(prompt, reference, gold_start)
+            time.sleep(delay_s)
             reply = {
                 "id": "scripted",
                 "object": "chat.completion",

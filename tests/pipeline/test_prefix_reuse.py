@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 #: Short answers: the prompts' prefill is what is measured here.
 SMOLLM2 = {"preset": "smollm2-135m", "n_threads": 2, "sampling": {"max_tokens": 12}}
-CLIPPED = {"max_context_chars": 3000}
+CLIPPED = {"max_context_chars": 1500}
 
 
 def _interleaved(root: Path) -> Path:
@@ -41,7 +41,7 @@ def _interleaved(root: Path) -> Path:
 def runs(smollm2_path, short_system_prompt, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("prefix")
     data = _interleaved(shared_context_layout(root / "data", contexts=2))
-    # Contexts clipped to 3,000 characters and the short system prompt: less prefill, and what a question
+    # Contexts clipped to 1,500 characters and the short system prompt: less prefill, and what a question
     # shares with the one before it is its context, not the system prompt.
     prompts = {**CLIPPED, "answer_system": short_system_prompt}
     return {reuse: run(data, root / f"out-{reuse}", SMOLLM2, reuse, prompts) for reuse in (False, True)}

@@ -136,11 +136,11 @@ def test_every_phase_shares_one_load_of_the_generator(ray_local, tiny_data, shor
             "runner": "ray",
             "out": str(tmp_path / "run"),
             "retrieval": {"index_uri": str(tmp_path / "lancedb")},
-            "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 24}},
-            "prompts": {
-                "max_context_chars": 400,
-                "hyde_max_tokens": 24,
-                "summary_max_tokens": 24,
+            "generator": {"preset": "smollm2-135m", "n_ctx": 4096, "sampling": {"max_tokens": 8}},
+            "prompts": {  # few tokens in and out: the loads are what is counted, not the texts
+                "max_context_chars": 200,
+                "hyde_max_tokens": 16,
+                "summary_max_tokens": 16,
                 "answer_system": short_system_prompt,
             },
             "ray": {"block_rows": 4},

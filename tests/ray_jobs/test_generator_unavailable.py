@@ -1,7 +1,9 @@
 """A run whose generator can never come back ends within `ray.generator_restart_s` with one line that says so.
 
 A head with no CPUs and one worker (8 CPUs, 1 declared GPU) on loopback; while the generator replica holds a batch,
-the worker goes (no graceful shutdown) and none replaces it, so no node can hold a replica again. The run (through
+the worker goes (no graceful shutdown) and none replaces it, so no node can hold a replica again. The scripted
+OpenAI-compatible server answers, each answer taking 2 s (what is tested is the replica that cannot come back, not
+a model's answer). The run (through
 `ray_jobs.evaluate`'s entry point, as `ray job submit` runs it) must exit 2 with one error line naming what a
 replica needs, instead of waiting forever.
 """
@@ -19,7 +21,9 @@ import pytest
 import yaml
 
 from ray_jobs import evaluate
-from tests.ray_jobs.test_node_loss import HEAD, WORKER, _overrides, _worker_holding_the_generator
+from t2rag.data import load_questions
+from tests.ray_jobs.test_node_loss import ANSWER_S, HEAD, WORKER, _overrides, _worker_holding_the_generator
+from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
 pytestmark = pytest.mark.slow
 
@@ -50,29 +54,32 @@ def test_a_generator_that_cannot_come_back_ends_the_run_with_one_line(
     one_worker, tiny_data, tmp_path, recorded_services
 ):
     c, workers = one_worker
-    overrides = _overrides(tiny_data, tmp_path / "run", tmp_path / "index", 4, True, generator_restart_s=30)
-    overrides["ray"]["embed_actors"] = 1  # one GPU in the cluster
-    config_path = tmp_path / "run.yaml"
-    config_path.write_text(yaml.safe_dump(overrides), encoding="utf-8")
-    stderr, code = io.StringIO(), {}
+    with scripted_server(questions_of(load_questions(tiny_data).table), delay_s=ANSWER_S) as url:
+        generator = scripted_generator(url)
+        overrides = _overrides(tiny_data, tmp_path / "run", tmp_path / "index", 4, True, generator=generator,
+                               generator_restart_s=15)  # fmt: skip
+        overrides["ray"]["embed_actors"] = 1  # one GPU in the cluster
+        config_path = tmp_path / "run.yaml"
+        config_path.write_text(yaml.safe_dump(overrides), encoding="utf-8")
+        stderr, code = io.StringIO(), {}
 
-    def run() -> None:
-        with contextlib.redirect_stderr(stderr):
-            code["exit"] = evaluate.main(["--config", str(config_path)])
+        def run() -> None:
+            with contextlib.redirect_stderr(stderr):
+                code["exit"] = evaluate.main(["--config", str(config_path)])
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    lost = _worker_holding_the_generator(c, workers, "mid_batch", recorded_services, time.monotonic() + 300)
-    c.remove_node(lost, allow_graceful=False)
-    removed = time.monotonic()
-    thread.join(timeout=240)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        lost = _worker_holding_the_generator(c, workers, "mid_batch", recorded_services, time.monotonic() + 300)
+        c.remove_node(lost, allow_graceful=False)
+        removed = time.monotonic()
+        thread.join(timeout=240)
     if thread.is_alive():
         stack = "".join(traceback.format_stack(sys._current_frames()[thread.ident]))
         pytest.fail(f"the run waited on a generator that could not come back:\n{stack}\n{stderr.getvalue()[-3000:]}")
     elapsed = time.monotonic() - removed
     lines = [line for line in stderr.getvalue().splitlines() if line.startswith("ray_jobs.evaluate: error:")]
     assert code["exit"] == 2 and len(lines) == 1, stderr.getvalue()[-3000:]
-    assert "GeneratorUnavailable" in lines[0] and "came back within 30 s" in lines[0], lines[0]
+    assert "GeneratorUnavailable" in lines[0] and "came back within 15 s" in lines[0], lines[0]
     assert "has the 1 CPU and 0 GPU a replica needs" in lines[0], lines[0]
     assert elapsed < 150
     print(f"\nno generator can come back: the run ended {elapsed:.0f} s after the last worker went:\n{lines[0]}")

@@ -1,15 +1,19 @@
 """Losing the node that holds the run's generator, on a multi-node cluster on loopback (issue 54's scenario).
 
 The cluster is a head with no CPUs (the driver and the meter only) and two workers of 8 CPUs and 1 declared GPU
-each (300 MB object store each). The run: bm25 and base retrieval-only, oracle answered by SmolLM2 (llama.cpp), 3
-questions per subset (seed 3), k = 3, two single-GPU embedding actors, 2 rows per generating block, a fresh
-generation cache, the packaged answer prompt (long enough that the replica still generates when the node goes),
-the vector index the single-process runs built. The worker holding the generator replica is removed as a spot node
-would be (no graceful shutdown) and a replacement of the same shape joins 10 s later; the run must finish by itself
-with exactly one record per (method, id) and the metrics of the same config run in a single process. The node goes
-3 s after the replica is seen alive (`ray.util.state.list_actors`, as an operator would see it), or while the
-replica holds a batch, with prefix reuse on and off. (`test_generator_unavailable.py`: a generator that can never
-come back.)
+each (300 MB object store each). The run: bm25 and base retrieval-only, oracle answered, 3 questions per subset
+(seed 3), k = 3, two single-GPU embedding actors, 2 rows per generating block, a fresh generation cache, the vector
+index the single-process runs built. The worker holding the generator replica is removed as a spot node would be
+(no graceful shutdown) and a replacement of the same shape joins 10 s later; the run must finish by itself with
+exactly one record per (method, id) and the metrics of the same config run in a single process.
+
+Issue 54's scenario: SmolLM2 (llama.cpp) answers with the packaged answer prompt (long enough that the replica still
+generates when the node goes), and the node goes 3 s after the replica is seen alive (`ray.util.state.list_actors`,
+as an operator would see it); the replica's model must load again on the other node. Then the node goes while the
+replica holds a batch, with prefix reuse on and off (the routing and ordering of prompts by prefix are the
+engine-agnostic part): there the scripted OpenAI-compatible server answers, each answer taking 2 s, since what is
+tested is where the batch and the replica go, not a model's answer. (`test_generator_unavailable.py`: a generator
+that can never come back.)
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ import pytest
 
 from ray_jobs import evaluate
 from t2rag.config import load_config
+from t2rag.data import load_questions
 from t2rag.pipeline.local import run_local
 from t2rag.results.records import read_records
 from tests.ray_jobs.conftest import replica_holding_a_batch
+from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
 pytestmark = pytest.mark.slow
 
@@ -32,11 +38,19 @@ STORE = 300 * 2**20
 WORKER = {"num_cpus": 8, "num_gpus": 1, "object_store_memory": STORE}
 #: The head: no CPUs, so the driver and the meter run there and every actor on the workers.
 HEAD = {"num_cpus": 0, "object_store_memory": STORE}
+#: How long each of the scripted server's answers takes: a replica holds a batch long enough to lose its node then.
+ANSWER_S = 2.0
+SMOLLM2 = {"preset": "smollm2-135m", "sampling": {"max_tokens": 48}}
 
 
-def _overrides(data, out, index, seed: int, prefix_reuse: bool, runner: str = "ray", **ray) -> dict:
-    # A sampling seed of its own keeps each run from the others' cached generations (decoding is greedy, so the
-    # seed changes no output): every run generates, in a generation cache fresh for this module.
+def _overrides(
+    data, out, index, seed: int, prefix_reuse: bool, runner: str = "ray", generator: dict | None = None, **ray
+) -> dict:
+    """The run's config fields; `generator`: SmolLM2 by default. A sampling seed of its own keeps each run from the
+    others' cached generations (decoding is greedy, so the seed changes no output): every run generates, in a
+    generation cache fresh for this module."""
+    generator = generator or SMOLLM2
+    sampling = {**generator.get("sampling", {}), "seed": seed}
     return {
         "data": {"source": data},
         "methods": ["bm25", "base", "oracle"],
@@ -46,11 +60,7 @@ def _overrides(data, out, index, seed: int, prefix_reuse: bool, runner: str = "r
         "runner": runner,
         "out": str(out),
         "retrieval": {"k": 3, "index_uri": str(index)},
-        "generator": {
-            "preset": "smollm2-135m",
-            "prefix_reuse": prefix_reuse,
-            "sampling": {"max_tokens": 48, "seed": seed},
-        },
+        "generator": {**generator, "prefix_reuse": prefix_reuse, "sampling": sampling},
         "prompts": {"max_context_chars": 800},
         "ray": {
             "embed_actors": 2,
@@ -95,6 +105,13 @@ def cluster(generation_cache):
 
 
 @pytest.fixture(scope="module")
+def scripted(tiny_data):
+    """The run's `generator` section for the scripted server, which answers each prompt in ANSWER_S."""
+    with scripted_server(questions_of(load_questions(tiny_data).table), delay_s=ANSWER_S) as url:
+        yield scripted_generator(url)
+
+
+@pytest.fixture(scope="module")
 def index(tmp_path_factory):
     """One vector index for every run of this module: the first run builds it, the others reuse it (the same corpus
     and embedder), so the Ray runs start at what this module tests, the evaluation and its generator."""
@@ -102,14 +119,15 @@ def index(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def single_process(generation_cache, tiny_data, index, tmp_path_factory):
-    """The same config run in one process, once per prefix setting: the records and metrics to match."""
+def single_process(generation_cache, tiny_data, index, scripted, tmp_path_factory):
+    """The same configs run in one process, per generator and prefix setting: the records and metrics to match."""
     runs = {}
-    for reuse in (True, False):
-        root = tmp_path_factory.mktemp(f"local-{reuse}")
-        config = load_config(None, _overrides(tiny_data, root / "out", index, 10 + reuse, reuse, "local"))
+    for name, generator, reuse in (("smollm2", SMOLLM2, True), ("scripted", scripted, True),
+                                   ("scripted", scripted, False)):  # fmt: skip
+        root = tmp_path_factory.mktemp(f"local-{name}-{reuse}")
+        config = load_config(None, _overrides(tiny_data, root / "out", index, 10 + reuse, reuse, "local", generator))
         result = run_local(config)
-        runs[reuse] = (result, _records(root / "out"))
+        runs[name, reuse] = (result, _records(root / "out"))
     return runs
 
 
@@ -157,8 +175,8 @@ def _run_in_thread(config) -> tuple[threading.Thread, dict]:
 
 
 @pytest.mark.parametrize(
-    ("when", "prefix_reuse", "seed"),
-    [("alive", True, 1), ("mid_batch", True, 2), ("mid_batch", False, 3)],
+    ("when", "prefix_reuse", "seed", "answered_by"),
+    [("alive", True, 1, "smollm2"), ("mid_batch", True, 2, "scripted"), ("mid_batch", False, 3, "scripted")],
     ids=["issue-54-scenario", "mid-batch-prefix-reuse", "mid-batch-no-prefix-reuse"],
 )
 def test_losing_the_generators_node_finishes_by_itself(
@@ -168,14 +186,17 @@ def test_losing_the_generators_node_finishes_by_itself(
     tiny_data,
     tmp_path,
     recorded_services,
+    scripted,
     when,
     prefix_reuse,
     seed,
+    answered_by,
 ):
     c, workers = cluster
     out = tmp_path / "run"
     started = time.monotonic()
-    config = load_config(None, _overrides(tiny_data, out, index, seed, prefix_reuse))
+    generator = scripted if answered_by == "scripted" else SMOLLM2
+    config = load_config(None, _overrides(tiny_data, out, index, seed, prefix_reuse, generator=generator))
     thread, result = _run_in_thread(config)
     lost = _worker_holding_the_generator(c, workers, when, recorded_services, time.monotonic() + 300)
     c.remove_node(lost, allow_graceful=False)
@@ -187,10 +208,11 @@ def test_losing_the_generators_node_finishes_by_itself(
     assert not thread.is_alive(), "the run did not finish within 10 minutes of losing the generator's node"
     assert "error" not in result, result.get("error")
     finished = result["run"]
-    reference, records = single_process[prefix_reuse]
+    reference, records = single_process[answered_by, prefix_reuse]
     assert finished["methods"] == reference["methods"]
     assert _records(out) == records
     assert finished["attempts"]["still_failed"] == 0
-    assert finished["model_loads"]["smollm2-135m"] >= 2  # the first load, and the restart on another node
+    if answered_by == "smollm2":
+        assert finished["model_loads"]["smollm2-135m"] >= 2  # the first load, and the restart on another node
     print(f"\n{when}, prefix reuse {prefix_reuse}: {removed - started:.0f} s to the loss, "
           f"{time.monotonic() - removed:.0f} s from it to the end; attempts {finished['attempts']}")  # fmt: skip
