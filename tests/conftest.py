@@ -304,8 +304,7 @@ def minilm_reranker():
 def short_system_prompt(tmp_path_factory) -> str:
     """A short answer system prompt for SmolLM2 tests: the packaged one (~850 tokens with its worked examples) costs
     seconds of prompt processing per request on 2 cores. The packaged prompt runs in the main job and, on Ray, in the
-    killed-replica, node-loss and unavailable-generator tests (the node-loss ones need a replica still generating
-    when its node goes)."""
+    killed-replica test and issue 54's node-loss scenario (a replica still generating when its node goes)."""
     path = tmp_path_factory.mktemp("prompts") / "answer_system.md"
     path.write_text(
         "You answer questions about financial reports. Reply with one JSON object: "
