@@ -5,6 +5,8 @@ It starts after the loopback S3 server, so its workers inherit the S3 endpoint a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -19,6 +21,22 @@ def ray_local(s3_server):
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()
+
+
+#: How long each of the scripted server's answers takes in `answering_slowly`: a replica holds a batch long enough
+#: for a test to take its node away.
+ANSWER_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def answering_slowly(tiny_data) -> Iterator[dict]:
+    """The run config's `generator` section for the scripted server (`tests/scripted_server.py`), each of whose
+    answers takes ANSWER_S: for tests of where a batch and a replica go, not of a model's answer."""
+    from t2rag.data import load_questions
+    from tests.scripted_server import questions_of, scripted_generator, scripted_server
+
+    with scripted_server(questions_of(load_questions(tiny_data).table), delay_s=ANSWER_S) as url:
+        yield scripted_generator(url)
 
 
 @pytest.fixture

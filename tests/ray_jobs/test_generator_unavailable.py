@@ -20,9 +20,7 @@ import pytest
 import yaml
 
 from ray_jobs import evaluate
-from t2rag.data import load_questions
-from tests.ray_jobs.test_node_loss import ANSWER_S, HEAD, WORKER, _overrides, _worker_holding_the_generator
-from tests.scripted_server import questions_of, scripted_generator, scripted_server
+from tests.ray_jobs.test_node_loss import HEAD, WORKER, _overrides, _worker_holding_the_generator
 
 pytestmark = pytest.mark.slow
 
@@ -50,28 +48,26 @@ def one_worker(tmp_path, monkeypatch):
 
 
 def test_a_generator_that_cannot_come_back_ends_the_run_with_one_line(
-    one_worker, tiny_data, tmp_path, recorded_services
+    one_worker, tiny_data, tmp_path, recorded_services, answering_slowly
 ):
     c, workers = one_worker
-    with scripted_server(questions_of(load_questions(tiny_data).table), delay_s=ANSWER_S) as url:
-        generator = scripted_generator(url)
-        overrides = _overrides(tiny_data, tmp_path / "run", tmp_path / "index", 4, True, generator=generator,
-                               generator_restart_s=15)  # fmt: skip
-        overrides["ray"]["embed_actors"] = 1  # one GPU in the cluster
-        config_path = tmp_path / "run.yaml"
-        config_path.write_text(yaml.safe_dump(overrides), encoding="utf-8")
-        stderr, code = io.StringIO(), {}
+    overrides = _overrides(tiny_data, tmp_path / "run", tmp_path / "index", 4, True, generator=answering_slowly,
+                           generator_restart_s=15)  # fmt: skip
+    overrides["ray"]["embed_actors"] = 1  # one GPU in the cluster
+    config_path = tmp_path / "run.yaml"
+    config_path.write_text(yaml.safe_dump(overrides), encoding="utf-8")
+    stderr, code = io.StringIO(), {}
 
-        def run() -> None:
-            with contextlib.redirect_stderr(stderr):
-                code["exit"] = evaluate.main(["--config", str(config_path)])
+    def run() -> None:
+        with contextlib.redirect_stderr(stderr):
+            code["exit"] = evaluate.main(["--config", str(config_path)])
 
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        lost = _worker_holding_the_generator(c, workers, "mid_batch", recorded_services, time.monotonic() + 300)
-        c.remove_node(lost, allow_graceful=False)
-        removed = time.monotonic()
-        thread.join(timeout=240)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    lost = _worker_holding_the_generator(c, workers, "mid_batch", recorded_services, time.monotonic() + 300)
+    c.remove_node(lost, allow_graceful=False)
+    removed = time.monotonic()
+    thread.join(timeout=240)
     if thread.is_alive():
         stack = "".join(traceback.format_stack(sys._current_frames()[thread.ident]))
         pytest.fail(f"the run waited on a generator that could not come back:\n{stack}\n{stderr.getvalue()[-3000:]}")

@@ -26,11 +26,9 @@ import pytest
 
 from ray_jobs import evaluate
 from t2rag.config import load_config
-from t2rag.data import load_questions
 from t2rag.pipeline.local import run_local
 from t2rag.results.records import read_records
 from tests.ray_jobs.conftest import replica_holding_a_batch
-from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +36,6 @@ STORE = 300 * 2**20
 WORKER = {"num_cpus": 8, "num_gpus": 1, "object_store_memory": STORE}
 #: The head: no CPUs, so the driver and the meter run there and every actor on the workers.
 HEAD = {"num_cpus": 0, "object_store_memory": STORE}
-#: How long each of the scripted server's answers takes: a replica holds a batch long enough to lose its node then.
-ANSWER_S = 2.0
 SMOLLM2 = {"preset": "smollm2-135m", "sampling": {"max_tokens": 48}}
 
 
@@ -105,13 +101,6 @@ def cluster(generation_cache):
 
 
 @pytest.fixture(scope="module")
-def scripted(tiny_data):
-    """The run's `generator` section for the scripted server, which answers each prompt in ANSWER_S."""
-    with scripted_server(questions_of(load_questions(tiny_data).table), delay_s=ANSWER_S) as url:
-        yield scripted_generator(url)
-
-
-@pytest.fixture(scope="module")
 def index(tmp_path_factory):
     """One vector index for every run of this module: the first run builds it, the others reuse it (the same corpus
     and embedder), so the Ray runs start at what this module tests, the evaluation and its generator."""
@@ -119,11 +108,11 @@ def index(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def single_process(generation_cache, tiny_data, index, scripted, tmp_path_factory):
+def single_process(generation_cache, tiny_data, index, answering_slowly, tmp_path_factory):
     """The same configs run in one process, per generator and prefix setting: the records and metrics to match."""
     runs = {}
-    for name, generator, reuse in (("smollm2", SMOLLM2, True), ("scripted", scripted, True),
-                                   ("scripted", scripted, False)):  # fmt: skip
+    for name, generator, reuse in (("smollm2", SMOLLM2, True), ("scripted", answering_slowly, True),
+                                   ("scripted", answering_slowly, False)):  # fmt: skip
         root = tmp_path_factory.mktemp(f"local-{name}-{reuse}")
         config = load_config(None, _overrides(tiny_data, root / "out", index, 10 + reuse, reuse, "local", generator))
         result = run_local(config)
@@ -186,7 +175,7 @@ def test_losing_the_generators_node_finishes_by_itself(
     tiny_data,
     tmp_path,
     recorded_services,
-    scripted,
+    answering_slowly,
     when,
     prefix_reuse,
     seed,
@@ -195,7 +184,7 @@ def test_losing_the_generators_node_finishes_by_itself(
     c, workers = cluster
     out = tmp_path / "run"
     started = time.monotonic()
-    generator = scripted if answered_by == "scripted" else SMOLLM2
+    generator = answering_slowly if answered_by == "scripted" else SMOLLM2
     config = load_config(None, _overrides(tiny_data, out, index, seed, prefix_reuse, generator=generator))
     thread, result = _run_in_thread(config)
     lost = _worker_holding_the_generator(c, workers, when, recorded_services, time.monotonic() + 300)
