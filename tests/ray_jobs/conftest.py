@@ -1,4 +1,5 @@
-"""A local Ray cluster for the ray_jobs tests: the logical CPUs a job gives a local cluster, two declared (fake) GPUs.
+"""A local Ray cluster for the ray_jobs tests: the logical CPUs a job gives a local cluster, two declared (fake) GPUs,
+started and stopped as a job's own (`ray_jobs.local_cluster`: its reaper ends any worker that outlives the shutdown).
 
 It starts after the loopback S3 server, so its workers inherit the S3 endpoint and credentials from the environment.
 """
@@ -14,13 +15,13 @@ import pytest
 def ray_local(s3_server):
     import ray
 
-    from ray_jobs.local_cluster import local_cpus
+    from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
 
     ray.shutdown()
-    ray.init(num_cpus=local_cpus(), num_gpus=2, object_store_memory=300 * 2**20, include_dashboard=False)
+    start_local_cluster(num_cpus=local_cpus(), num_gpus=2, object_store_memory=300 * 2**20)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
-    ray.shutdown()
+    stop_local_cluster()
 
 
 #: How long each of the scripted server's answers takes in `answering_slowly`: a replica holds a batch long enough

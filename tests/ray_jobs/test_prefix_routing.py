@@ -19,15 +19,15 @@ def ray_fresh_cache(tmp_path_factory):
     processes, which a test's environment does not reach)."""
     import ray
 
-    from ray_jobs.local_cluster import local_cpus
+    from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
 
     cache = tmp_path_factory.mktemp("generations")
     ray.shutdown()
-    ray.init(num_cpus=local_cpus(), object_store_memory=300 * 2**20, include_dashboard=False,
-             runtime_env={"env_vars": {"T2RAG_CACHE": str(cache)}})  # fmt: skip
+    start_local_cluster(num_cpus=local_cpus(), object_store_memory=300 * 2**20,
+                        runtime_env={"env_vars": {"T2RAG_CACHE": str(cache)}})  # fmt: skip
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
-    ray.shutdown()
+    stop_local_cluster()
 
 
 @pytest.fixture
