@@ -7,21 +7,32 @@ It starts after the loopback S3 server, so its workers inherit the S3 endpoint a
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 
-@pytest.fixture(scope="module")
-def ray_local(s3_server):
+@contextmanager
+def job_cluster(**init_kwargs):
+    """A local cluster as a job starts one (the logical CPUs it gives, 300 MB of object store, its reaper), with
+    `init_kwargs` for `ray.init` on top and Ray Data's progress bars off; yields the `ray` module."""
     import ray
 
     from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
 
     ray.shutdown()
-    start_local_cluster(num_cpus=local_cpus(), num_gpus=2, object_store_memory=300 * 2**20)
+    start_local_cluster(num_cpus=local_cpus(), object_store_memory=300 * 2**20, **init_kwargs)
     ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    stop_local_cluster()
+    try:
+        yield ray
+    finally:
+        stop_local_cluster()
+
+
+@pytest.fixture(scope="module")
+def ray_local(s3_server):
+    with job_cluster(num_gpus=2) as ray:
+        yield ray
 
 
 #: How long each of the scripted server's answers takes in `answering_slowly`: a replica holds a batch long enough

@@ -9,6 +9,7 @@ from bench.prefix_reuse import shared_context_layout
 from ray_jobs import evaluate
 from t2rag.config import load_config
 from t2rag.results.records import read_records
+from tests.ray_jobs.conftest import job_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -17,17 +18,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.llm]
 def ray_fresh_cache(tmp_path_factory):
     """A local cluster whose workers keep generations in a cache of this module's own (the replicas run in worker
     processes, which a test's environment does not reach)."""
-    import ray
-
-    from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
-
     cache = tmp_path_factory.mktemp("generations")
-    ray.shutdown()
-    start_local_cluster(num_cpus=local_cpus(), object_store_memory=300 * 2**20,
-                        runtime_env={"env_vars": {"T2RAG_CACHE": str(cache)}})  # fmt: skip
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    stop_local_cluster()
+    with job_cluster(runtime_env={"env_vars": {"T2RAG_CACHE": str(cache)}}) as ray:
+        yield ray
 
 
 @pytest.fixture
