@@ -28,7 +28,7 @@ DAEMONS = ("gcs_server", "raylet", "dashboard", "log_monitor", "runtime_env", "m
 @dataclass
 class Seen:
     kind: str
-    cpu_s: float = 0.0
+    cpu_s: float
 
 
 def kind_of(cmdline: list[str], previous: str | None) -> str:
@@ -38,7 +38,8 @@ def kind_of(cmdline: list[str], previous: str | None) -> str:
     title = " ".join(cmdline)
     if title.startswith("ray::"):
         name = re.sub(r"[.(].*", "", title.split()[0])
-        return previous if name == "ray::IDLE" and previous else name
+        keep = name == "ray::IDLE" and previous is not None and previous.startswith("ray::")
+        return previous if keep else name
     for daemon in DAEMONS:
         if daemon in title:
             return daemon
@@ -52,13 +53,8 @@ def sample(seen: dict[int, Seen], before: set[int]) -> None:
         pid = proc.info["pid"]
         if pid in before or proc.info["cpu_times"] is None:
             continue
-        times = proc.info["cpu_times"]
-        rec = seen.get(pid)
-        kind = kind_of(proc.info["cmdline"] or [], rec.kind if rec else None)
-        if rec is None:
-            seen[pid] = Seen(kind, times.user + times.system)
-        else:
-            rec.kind, rec.cpu_s = kind, times.user + times.system
+        times, rec = proc.info["cpu_times"], seen.get(pid)
+        seen[pid] = Seen(kind_of(proc.info["cmdline"] or [], rec and rec.kind), times.user + times.system)
 
 
 def main() -> None:
