@@ -3,9 +3,10 @@ the driver. Runs the command, samples every new process twice a second, and prin
 ends, with the machine's busy share over the run; exits with the command's status.
 
 Usage: python bench/process_cpu.py [--json] -- pytest -q -m ray
-A Ray worker is counted under the last `ray::Name` it showed other than `ray::IDLE` (a worker that only ever showed
-IDLE was prestarted, or ran nothing long enough to be sampled); CPU a process spent between samples before it
-exited is lost, so short-lived processes are undercounted.
+A Ray worker is counted under the last `ray::Name` it showed other than `ray::IDLE`, with its Ray Data stage
+(`ray::MapWorker(MapBatches(Retrieve))`); a worker that only ever showed IDLE was prestarted, or ran nothing long
+enough to be sampled. CPU a process spent between samples before it exited is lost, so short-lived processes are
+undercounted.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def kind_of(cmdline: list[str], previous: str | None) -> str:
         return previous or "?"
     title = " ".join(cmdline)
     if title.startswith("ray::"):
-        name = re.sub(r"[.(].*", "", title.split()[0])
+        name = re.sub(r"\.\w+$", "", title.split()[0])  # the method it runs dropped; a Ray Data stage kept
         keep = name == "ray::IDLE" and previous is not None and previous.startswith("ray::")
         return previous if keep else name
     for daemon in DAEMONS:

@@ -10,7 +10,8 @@ in one process. Printed: MRR@3 and Recall@1 per share, question-weighted over bo
 (the 100% share is one corpus, the same for every seed), and the fall from 50% to 100%: what doubling a corpus costs
 a method, which is what a user meets when the paper's corpus (every split, about ten times the dev split) is
 searched. The fused methods run with the weights they ship (fitted on this same dev sample): the fall measures
-what a larger corpus adds that they cannot tell apart, not how well the weights generalise.
+what a larger corpus adds that they cannot tell apart, not how well the weights generalise. The fall's own
+sampling error (which questions the dev split holds) comes from resampling the gold contexts (`--bootstrap`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def growth_cells(data: str | None, methods: list[str], shares: list[float], seed
         sizes = sorted({max(1, round(f * own)) for f in shares})
         empty = np.zeros((own, 0), np.float32)
         for seed in range(seeds):
-            for cell in run_cells(config.model_dump_json(), subset, sizes, seed, methods, empty, None, None, None):
+            args = (config.model_dump_json(), subset, sizes, seed, methods, empty, None, None, None)
+            for cell in run_cells(*args, per_question=True):
                 cells.append({**cell, "share": round(cell["size"] / own, 2)})
     return cells
 
@@ -68,17 +70,51 @@ def growth_table(cells: list[dict], methods: list[str], shares: list[float]) -> 
     return rows
 
 
+def fall_spread(cells: list[dict], method: str, rounds: int, seed: int = 0) -> dict[str, dict[str, float]]:
+    """The fall from 50% to 100% of the corpus under a bootstrap over the gold contexts (a context's questions drawn
+    together, as they share what makes them hard): per metric, its standard deviation and 90% interval over
+    `rounds` resamples, each scored as `growth_table` scores the cells."""
+    mine = [c for c in cells if c["method"] == method and c["share"] in (0.5, 1.0)]
+    keys = sorted({(c["subset"], g) for c in mine if c["share"] == 1.0 for g in c["gold"]})
+    position = {key: i for i, key in enumerate(keys)}
+    draws = np.random.default_rng(seed).multinomial(len(keys), np.full(len(keys), 1 / len(keys)), size=rounds)
+    sums: dict[tuple, np.ndarray] = {}  # (metric, share, seed) -> per round [weighted hits, weight]
+    for c in mine:
+        at = [position[(c["subset"], g)] for g in c["gold"]]
+        ranks = np.asarray(c["ranks"])
+        weight = draws[:, at].astype(np.float64)
+        hits = {"mrr@3": np.where((ranks >= 1) & (ranks <= 3), 1 / np.maximum(ranks, 1), 0.0), "recall@1": ranks == 1}
+        for metric, values in hits.items():
+            key = (metric, c["share"], c["seed"] if c["share"] == 0.5 else 0)
+            part = np.stack([weight @ values, weight.sum(axis=1)])
+            sums[key] = sums.get(key, 0) + part
+    out = {}
+    for metric in ("mrr@3", "recall@1"):
+        at = {share: [100 * v[0] / np.maximum(v[1], 1) for k, v in sums.items() if k[:2] == (metric, share)]
+              for share in (0.5, 1.0)}  # fmt: skip
+        falls = np.mean(at[0.5], axis=0) - np.mean(at[1.0], axis=0)
+        low, high = np.percentile(falls, [5, 95])
+        out[metric] = {"sd": round(float(np.std(falls)), 2), "low": round(float(low), 2), "high": round(float(high), 2)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=None, help="a source in the hub layout (default: the bundled dev sample)")
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--shares", default=SHARES, help="shares of each subset's corpus")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--bootstrap", type=int, default=1000, help="resamples of the gold contexts for the fall's "
+                        "spread (0: none)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the table as JSON only")
     args = parser.parse_args()
     methods, shares = args.methods.split(","), [float(s) for s in args.shares.split(",")]
     start = time.perf_counter()
-    rows = growth_table(growth_cells(args.data, methods, shares, args.seeds), methods, shares)
+    cells = growth_cells(args.data, methods, shares, args.seeds)
+    rows = growth_table(cells, methods, shares)
+    if args.bootstrap and {0.5, 1.0} <= set(shares):
+        for row in rows:
+            row["fall spread"] = fall_spread(cells, row["method"], args.bootstrap)
     if args.json:
         print(json.dumps(rows))
         return
@@ -89,9 +125,17 @@ def main() -> None:
     print("| method | " + " | ".join(head) + " |")
     print("|---|" + "--:|" * len(head))
     for row in rows:
-        cells = [row[f"mrr@3 {s:.0%}"] for s in shares] + [row.get("mrr@3 fall 50->100%", "")]
-        cells += [row[f"recall@1 {s:.0%}"] for s in shares] + [row.get("recall@1 fall 50->100%", "")]
-        print(f"| `{row['method']}` | " + " | ".join(f"{c:.2f}" if c != "" else "" for c in cells) + " |")
+        values = [row[f"mrr@3 {s:.0%}"] for s in shares] + [row.get("mrr@3 fall 50->100%", "")]
+        values += [row[f"recall@1 {s:.0%}"] for s in shares] + [row.get("recall@1 fall 50->100%", "")]
+        print(f"| `{row['method']}` | " + " | ".join(f"{c:.2f}" if c != "" else "" for c in values) + " |")
+    if any("fall spread" in row for row in rows):
+        print(f"\nThe fall's spread over {args.bootstrap} resamples of the gold contexts (sd; 90% interval)")
+        print("| method | MRR@3 fall 50->100% | R@1 fall 50->100% |\n|---|--:|--:|")
+        for row in rows:
+            spread = [row["fall spread"][m] for m in ("mrr@3", "recall@1")]
+            text = [f"{row[f'{m} fall 50->100%']:.2f} ± {s['sd']:.2f} ({s['low']:.2f} to {s['high']:.2f})"
+                    for m, s in zip(("mrr@3", "recall@1"), spread, strict=True)]  # fmt: skip
+            print(f"| `{row['method']}` | " + " | ".join(text) + " |")
 
 
 if __name__ == "__main__":

@@ -105,8 +105,10 @@ def run_cells(
     qvectors: np.ndarray | None,
     pool: Corpus | None,
     pool_vectors: np.ndarray | None,
+    per_question: bool = False,
 ) -> list[dict]:
-    """Every size and method of one (subset, seed), as one Ray task."""
+    """Every size and method of one (subset, seed), as one Ray task; with `per_question`, each row also lists the
+    questions' gold context ids (`gold`) and the gold's rank per question (`ranks`, 0: not in the top k)."""
     config = RunConfig.model_validate_json(config_json)
     resources = Resources(config)
     own = resources.corpus(subset)
@@ -135,7 +137,8 @@ def run_cells(
                 searched = time.perf_counter()
                 ranks = gold_ranks(hits.context_ids(corpus), gold)
                 cell = Cell(subset, method, size, seed, len(corpus), len(theirs))
-                out.append(cell_row(cell, ranks, indexed - start, searched - indexed, _peak_mb(), searched - start))
+                row = cell_row(cell, ranks, indexed - start, searched - indexed, _peak_mb(), searched - start)
+                out.append({**row, "gold": gold, "ranks": ranks.tolist()} if per_question else row)
                 del retriever
     return out
 

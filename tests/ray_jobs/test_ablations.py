@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import pytest
 
-from ray_jobs.ablate_corpus_size import ablate_corpus_size, sample_corpus_positions
+from ray_jobs.ablate_corpus_size import ablate_corpus_size, run_cells, sample_corpus_positions
 from ray_jobs.ablate_embedders import ablate_embedders, parse_models
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
+from t2rag.resources import Resources
 from t2rag.results.records import read_records
 from t2rag.results.report import write_report
 
@@ -71,6 +73,24 @@ def test_upward_ablation_with_synthetic_distractors_resumes(ray_local, mini_data
     before = (tmp_path / "ablations" / "corpus_size_synthetic_cells.csv").read_text()
     ablate_corpus_size(config, seeds=2, sizes=sizes, distractors="synthetic")
     assert (tmp_path / "ablations" / "corpus_size_synthetic_cells.csv").read_text() == before
+
+
+def test_cells_list_each_question_s_gold_and_rank(mini_data):
+    """In one process, no cluster: with `per_question`, a cell lists every question it asked (its gold context, in
+    the cell's corpus) and the gold's rank, and its metrics are those ranks' (what bench/retrieval_growth.py
+    resamples)."""
+    config = load_config(None, {"data": {"source": mini_data}, "methods": ["bm25"], "retrieval_only": True})
+    contexts = set(Resources(config).corpus("FinQA").context_ids)
+    args = (config.model_dump_json(), "FinQA", [10, 25], 0, ["bm25"], np.zeros((25, 0), np.float32), None, None, None)
+    plain, listed = run_cells(*args), run_cells(*args, per_question=True)
+    assert "ranks" not in plain[0]
+    for cell, row in zip(plain, listed, strict=True):
+        ranks = np.asarray(row["ranks"])
+        assert len(row["gold"]) == len(ranks) == row["questions"] == cell["questions"]
+        assert set(row["gold"]) <= contexts and len(set(row["gold"])) <= row["size"]
+        assert row["recall@1"] == cell["recall@1"] == pytest.approx(100 * np.mean(ranks == 1), abs=1e-4)
+        assert row["mrr@3"] == pytest.approx(100 * np.mean(np.where(ranks > 0, 1 / np.maximum(ranks, 1), 0)), abs=1e-4)
+    assert listed[1]["questions"] > listed[0]["questions"]  # every question is asked of the whole corpus
 
 
 def test_sampling_is_seeded():
