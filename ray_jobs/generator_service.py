@@ -1,8 +1,8 @@
 """The run's generator on Ray: one set of model-holding replica actors for the whole run, whatever generates.
 
 Context summaries, HyDE's documents and the answers are phases of one job; each sends its request rows through a
-light Ray Data stage (`ServiceClient`, no CPU, no model) to the same replicas, so a run loads the model once per
-replica instead of once per phase, corpus or processor. A replica holds the run's `Generator` behind the one
+light Ray Data stage (`ServiceClient`, in tasks: no CPU, no model) to the same replicas, so a run loads the model
+once per replica instead of once per phase, corpus or processor. A replica holds the run's `Generator` behind the one
 `Generate` stage every engine uses, placed as its engine asks (`Engine.placement`). An engine that takes batches
 from several threads (`concurrent_batches`, vLLM's running batch) gets all its clients' batches at once, so it
 always has work queued behind what it runs; the other engines run one batch at a time.
@@ -44,7 +44,7 @@ log = logging.getLogger("t2rag.progress")
 
 #: Batches a replica may hold beyond the least busy one and still get the prompts whose prefix it holds.
 IMBALANCE = 4
-#: Clients (Ray Data actors) per replica, so each replica always has a batch waiting behind the one it runs.
+#: Client tasks in flight per replica, so each replica always has a batch waiting behind the one it runs.
 CLIENTS_PER_REPLICA = 2
 
 
@@ -311,17 +311,22 @@ def _failed(batch: pa.Table, error: str) -> pa.Table:
     return batch
 
 
-def place_on_service(ds, service: GeneratorService, config: RunConfig):
-    """`ds` (request rows) through the service: a client pool of `CLIENTS_PER_REPLICA` per replica, so each replica
-    always has a batch waiting."""
-    import ray
+def send_to_service(batch: pa.Table, **client) -> pa.Table:
+    """One batch through a `ServiceClient(**client)`: the client stage as a Ray Data task."""
+    return ServiceClient(**client)(batch)
 
+
+def place_on_service(ds, service: GeneratorService, config: RunConfig):
+    """`ds` (request rows) through the service: `CLIENTS_PER_REPLICA` client tasks in flight per replica, so each
+    replica always has a batch waiting. Tasks, not an actor pool: a client holds nothing, and Ray runs tasks in the
+    worker processes it already has (an actor pool starts a process per client in every phase of every run), and
+    retries one whose node is lost."""
     g = config.generator
     assert g is not None
     placement = generator_placement(config)
     return ds.map_batches(
-        ServiceClient,
-        fn_constructor_kwargs={
+        send_to_service,
+        fn_kwargs={
             "replicas": service.replicas,
             "timeout_s": config.ray.engine_timeout_s,
             "attempts": config.ray.generate_attempts,
@@ -329,7 +334,7 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
             "restart_s": config.ray.generator_restart_s,
             "shape": {"model": g.model, "CPU": placement.cpus, "GPU": _gpus_on_one_node(placement)},
         },
-        compute=ray.data.ActorPoolStrategy(size=CLIENTS_PER_REPLICA * len(service.replicas)),
+        concurrency=CLIENTS_PER_REPLICA * len(service.replicas),
         num_cpus=0,
         batch_size=placement.batch_rows,
         batch_format="pyarrow",

@@ -17,6 +17,10 @@ from t2rag.results.report import write_report
 
 pytestmark = pytest.mark.slow
 
+#: The corpus-size cells' dense retriever embeds with the hashing embedder: what they test is the cells (shares,
+#: seeds, distractors, resume), not a model's vectors; all-MiniLM-L6-v2 embeds on Ray in the embedder ablation.
+HASHING = {"embedder": {"model": "hashing"}}
+
 
 def _rows(path):
     with open(path) as f:
@@ -24,7 +28,8 @@ def _rows(path):
 
 
 def test_corpus_size_ablation(ray_local, mini_data, tmp_path):
-    config = load_config(None, {"data": {"source": mini_data}, "methods": ["bm25", "base"], "out": str(tmp_path)})
+    fields = {"data": {"source": mini_data}, "methods": ["bm25", "base"], "retrieval": HASHING, "out": str(tmp_path)}
+    config = load_config(None, fields)
     paths = ablate_corpus_size(config, fractions=(0.4, 1.0), seeds=2)
     cells = _rows(paths["cells"])
     assert len(cells) == 2 * 2 * 2 * 2  # subsets x fractions x seeds x methods
@@ -51,7 +56,8 @@ def test_corpus_size_ablation(ray_local, mini_data, tmp_path):
 def test_upward_ablation_with_synthetic_distractors_resumes(ray_local, mini_data, tmp_path):
     """Sizes below, at and above each subset's 25 contexts; above it every question is asked against its own
     contexts plus synthetic distractors (labelled, and kept out of the quality table). A rerun computes nothing."""
-    config = load_config(None, {"data": {"source": mini_data}, "methods": ["bm25", "base"], "out": str(tmp_path)})
+    fields = {"data": {"source": mini_data}, "methods": ["bm25", "base"], "retrieval": HASHING, "out": str(tmp_path)}
+    config = load_config(None, fields)
     sizes = (10, 25, 60, 400)
     paths = ablate_corpus_size(config, seeds=2, sizes=sizes, distractors="synthetic")
     assert paths["cells"].endswith("corpus_size_synthetic_cells.csv")

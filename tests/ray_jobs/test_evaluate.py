@@ -34,6 +34,12 @@ from tests.scripted_server import questions_of, scripted_generator, scripted_ser
 
 pytestmark = pytest.mark.slow
 
+#: The embedder of the tests where what is tested is where stages run and what they store, not a model's vectors:
+#: the hashing embedder gives dense retrieval real LanceDB tables and rankings without loading torch's MiniLM in
+#: every embedding actor. all-MiniLM-L6-v2 embeds on Ray in `test_cpu_actors_tokenize_for_gpu_embedding_actors`,
+#: in tests/ray_jobs/test_node_loss.py and in the embedder ablation.
+HASHING = {"embedder": {"model": "hashing"}}
+
 
 def _config(source, out, system: str | None = None, **fields):
     ray = {"block_rows": 8, "retrieve_block_rows": 8, "retrieve_batch_size": 16}
@@ -64,7 +70,8 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
     corrective retrieval) through ray_jobs.evaluate, with data, indexes, records and the report on S3, against the
     single-process runner. What it tests is where each stage runs and what it stores, not a model's answers, so the
     scripted OpenAI-compatible server answers (tests/scripted_server.py: it grades some rows' excerpts all
-    irrelevant, so crag's corrective retrieval runs); SmolLM2 answers on Ray in this module's other tests."""
+    irrelevant, so crag's corrective retrieval runs; SmolLM2 answers on Ray in this module's other tests), and the
+    dense retrievers embed with the hashing embedder (`HASHING`)."""
     data_uri = upload_dir(Path(tiny_data), s3_bucket, "t2ragbench")
     methods = ["oracle", "bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker", "hyde", "crag"]
     fields = {
@@ -72,7 +79,11 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
         "retrieval_only_methods": ["base", "hybrid_bm25", "hybrid_rrf", "reranker"],
         "prompts": {"max_context_chars": 500},
         "limit": 2,
-        "retrieval": {"index_uri": f"s3://{s3_bucket}/lancedb", "reranker": {**minilm_reranker, "max_length": 128}},
+        "retrieval": {
+            "index_uri": f"s3://{s3_bucket}/lancedb",
+            "reranker": {**minilm_reranker, "max_length": 128},
+            **HASHING,
+        },
     }
     caplog.set_level(logging.INFO)
     ray_out, local_out = f"s3://{s3_bucket}/runs/ray", f"s3://{s3_bucket}/runs/local"
@@ -174,6 +185,7 @@ def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data,
             "retrieval_only_methods": ["base"],
             "generator": scripted_generator(url),
             "limit": 2,
+            "retrieval": HASHING,
         }
         whole = run_local(_config(tiny_data, tmp_path / "whole", **fields))
 
@@ -208,9 +220,9 @@ def test_a_sharded_corpus_ranks_as_the_whole_one(ray_local, mini_data, tmp_path)
     """Each corpus in three shards, each held by its own retrieval actors that merge into the shards before: the
     records equal an unsharded single-process run's."""
     fields = {"methods": ["bm25", "base"], "retrieval_only": True}
-    sharded = _config(mini_data, tmp_path / "ray", runner="ray", retrieval={"shards": 3}, **fields)
+    sharded = _config(mini_data, tmp_path / "ray", runner="ray", retrieval={"shards": 3, **HASHING}, **fields)
     distributed = run_ray(sharded)
-    whole = run_local(_config(mini_data, tmp_path / "local", **fields))
+    whole = run_local(_config(mini_data, tmp_path / "local", retrieval=HASHING, **fields))
     assert distributed["methods"] == whole["methods"]
     assert _records(str(tmp_path / "ray")) == _records(str(tmp_path / "local"))
     manifest = json.loads((tmp_path / "ray" / "manifest.json").read_text())
