@@ -167,9 +167,10 @@ class GeneratorService:
 
 
 class ServiceClient:
-    """A Ray Data stage that sends request rows to the replicas and returns them with the generation columns; it
-    holds no model (and no CPU). With `by_prefix`, rows go to their prefix's replica (the batch split among
-    replicas, sent at once); otherwise, and for every retry, the batch goes to the least busy live replica."""
+    """The client stage (run in Ray Data tasks, `send_to_service`): sends request rows to the replicas and returns
+    them with the generation columns; it holds no model (and no CPU). With `by_prefix`, rows go to their prefix's
+    replica (the batch split among replicas, sent at once); otherwise, and for every retry, the batch goes to the
+    least busy live replica."""
 
     def __init__(
         self,
