@@ -24,6 +24,7 @@ import numpy as np
 
 from ray_jobs.ablate_corpus_size import run_cells
 from t2rag.config import load_config
+from t2rag.metrics.retrieval import per_query
 from t2rag.resources import Resources
 
 METHODS = "bm25,bm25_meta,bm25_page,bm25_focus"
@@ -81,12 +82,10 @@ def fall_spread(cells: list[dict], method: str, rounds: int, seed: int = 0) -> d
     sums: dict[tuple, np.ndarray] = {}  # (metric, share, seed) -> per round [weighted hits, weight]
     for c in mine:
         at = [position[(c["subset"], g)] for g in c["gold"]]
-        ranks = np.asarray(c["ranks"])
         weight = draws[:, at].astype(np.float64)
-        hits = {"mrr@3": np.where((ranks >= 1) & (ranks <= 3), 1 / np.maximum(ranks, 1), 0.0), "recall@1": ranks == 1}
-        for metric, values in hits.items():
+        for metric in ("mrr@3", "recall@1"):
             key = (metric, c["share"], c["seed"] if c["share"] == 0.5 else 0)
-            part = np.stack([weight @ values, weight.sum(axis=1)])
+            part = np.stack([weight @ per_query(metric, np.asarray(c["ranks"])), weight.sum(axis=1)])
             sums[key] = sums.get(key, 0) + part
     out = {}
     for metric in ("mrr@3", "recall@1"):

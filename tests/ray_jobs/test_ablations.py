@@ -14,12 +14,9 @@ from t2rag.pipeline.local import run_local
 from t2rag.resources import Resources
 from t2rag.results.records import read_records
 from t2rag.results.report import write_report
+from tests.ray_jobs.conftest import HASHING
 
 pytestmark = pytest.mark.slow
-
-#: The corpus-size cells' dense retriever embeds with the hashing embedder: what they test is the cells (shares,
-#: seeds, distractors, resume), not a model's vectors; all-MiniLM-L6-v2 embeds on Ray in the embedder ablation.
-HASHING = {"embedder": {"model": "hashing"}}
 
 
 def _rows(path):

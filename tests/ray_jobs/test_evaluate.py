@@ -29,16 +29,10 @@ from t2rag.resources import Resources
 from t2rag.results.records import read_records
 from t2rag.results.report import write_report
 from tests.conftest import upload_dir
-from tests.ray_jobs.conftest import replica_holding_a_batch
+from tests.ray_jobs.conftest import HASHING, replica_holding_a_batch
 from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
 pytestmark = pytest.mark.slow
-
-#: The embedder of the tests where what is tested is where stages run and what they store, not a model's vectors:
-#: the hashing embedder gives dense retrieval real LanceDB tables and rankings without loading torch's MiniLM in
-#: every embedding actor. all-MiniLM-L6-v2 embeds on Ray in `test_cpu_actors_tokenize_for_gpu_embedding_actors`,
-#: in tests/ray_jobs/test_node_loss.py and in the embedder ablation.
-HASHING = {"embedder": {"model": "hashing"}}
 
 
 def _config(source, out, system: str | None = None, **fields):
