@@ -7,7 +7,7 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +17,7 @@ import pytest
 from t2rag.data import QuestionSet, load_questions
 from t2rag.data.source import BUNDLED_SAMPLE
 from t2rag.storage import local_lock
+from tests.kept_cluster import KEEPER, KEPT_CLUSTER_FIXTURES, ClusterKeeper
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -38,15 +39,28 @@ RAY_TESTS = ("tests/ray_jobs/", "tests/serve/", "tests/generation/test_toy_engin
              "tests/generation/test_vllm_cpu.py", "tests/test_calibrate.py")  # fmt: skip
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_itemcollected(item: pytest.Item) -> None:
     """Tests reading the scripted run (a real run of the sample, about 7 s once a session) are marked `scripted`, so
     mutation testing, which starts a session per mutant, can leave them out; those of RAY_TESTS are marked `ray`, so
     `make test` can run them apart from the others."""
-    for item in items:
-        if "scripted_run" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.scripted)
-        if item.nodeid.startswith(RAY_TESTS):
-            item.add_marker(pytest.mark.ray)
+    if "scripted_run" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.scripted)
+    if item.nodeid.startswith(RAY_TESTS):
+        item.add_marker(pytest.mark.ray)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture parameters
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that share a kept cluster run last, one group after another, so no other test runs while one is
+    up."""
+    items[:] = sorted(items, key=_kept_cluster_group)  # stable: within a group, collection order
+
+
+def _kept_cluster_group(item: pytest.Item) -> int:
+    """0 for a test that uses no kept cluster; else 1 + the index of its kept cluster's fixture, so the tests that
+    share a cluster run one after another, after every other test (`tests/kept_cluster.py`)."""
+    names = getattr(item, "fixturenames", ())
+    return next((1 + i for i, name in enumerate(KEPT_CLUSTER_FIXTURES) if name in names), 0)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -60,6 +74,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return "ray" if nodeid.startswith(RAY_TESTS) else nodeid
 
     return RayTestsTogether(config, log)
+
+
+@pytest.fixture(scope="session")
+def cluster_keeper() -> Iterator[ClusterKeeper]:
+    """The session's kept cluster (`tests/kept_cluster.py`), shut down at the session's end."""
+    try:
+        yield KEEPER
+    finally:
+        KEEPER.close()
 
 
 SAMPLE_FILES = {
@@ -183,10 +206,10 @@ def _isolated_cache(tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def _no_ray_left_running(request):
     """A module that leaves Ray running fails here, by name, instead of every later module whose fixture starts a
-    Ray of its own failing with "called ray.init twice"."""
+    Ray of its own failing with "called ray.init twice". The kept cluster stays up between its modules."""
     yield
     ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
+    if ray is not None and ray.is_initialized() and not KEEPER.running:
         ray.shutdown()
         pytest.fail(f"{request.module.__name__} left Ray running")
 

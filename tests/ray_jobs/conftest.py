@@ -29,10 +29,11 @@ def job_cluster(**init_kwargs):
         stop_local_cluster()
 
 
-@pytest.fixture(scope="module")
-def ray_local(s3_server):
-    with job_cluster(num_gpus=2) as ray:
-        yield ray
+@pytest.fixture
+def ray_local(s3_server, cluster_keeper):
+    """The jobs' local cluster with two declared GPUs, kept for every test that asks for it (`tests/kept_cluster.py`:
+    they run one after another, last): a run leaves the cluster as it found it, bar warm workers."""
+    return cluster_keeper.enter("jobs", lambda: job_cluster(num_gpus=2))
 
 
 #: The embedder of the Ray tests whose subject is where stages run and what they store, not a model's vectors: the

@@ -25,6 +25,7 @@ from t2rag.config import load_config
 from t2rag.methods import DENSE, LEXICAL, METHODS
 from t2rag.pipeline.local import LocalRunner
 from tests.conftest import question_batch
+from tests.ray_jobs.conftest import HASHING
 
 
 def test_ray_places_each_run_of_one_kind_in_one_actor():
@@ -82,10 +83,11 @@ def no_cluster(monkeypatch):
 def test_a_shared_pass_gives_every_row_its_own_chain_and_columns(sample, tmp_path, no_cluster):
     """bm25 rows, base rows and base rows with a query text of their own (as HyDE's) in one batch, mixed as Ray Data
     mixes blocks (a column some rows lack is null for them): each ranks as its own chain ranks it alone."""
-    config = load_config(None, {"out": str(tmp_path), "methods": ["bm25", "base"], "retrieval_only": True})
+    fields = {"out": str(tmp_path), "methods": ["bm25", "base"], "retrieval_only": True, "retrieval": HASHING}
+    config = load_config(None, fields)  # what is tested is which chain ranks a row, not the vectors
     bm25 = question_batch(sample, "FinQA", "bm25", 5)
     base = question_batch(sample, "FinQA", "base", 5)
-    rewritten = question_batch(sample, "FinQA", "base", 9).slice(5)  # FinQA only: its index is the session's
+    rewritten = question_batch(sample, "FinQA", "base", 9).slice(5)
     rewritten = rewritten.append_column("query_text", pa.array([f"revenue and {q}" for q in rewritten["question"]]))
     parts = [(bm25, LEXICAL), (base, DENSE), (rewritten, DENSE)]
 

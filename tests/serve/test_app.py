@@ -21,8 +21,6 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from tests.serve import serve_on_loopback
-
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
 SUBSET = "FinQA"
@@ -111,8 +109,8 @@ def _wait_until_live(url: str, timeout_s: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(settings, questions) -> Iterator[dict]:
-    """Both apps on a free loopback port, plus the in-process rankings (computed while the replicas start)."""
+def served(serve_url, settings, questions) -> Iterator[dict]:
+    """The apps on the kept Serve cluster, plus the in-process rankings (computed while the replicas start)."""
     from ray import serve
 
     from serve.app import compose
@@ -120,35 +118,36 @@ def served(settings, questions) -> Iterator[dict]:
 
     from .faults import NeverReadyGenerator, ScriptedGenerator, StalledGenerator
 
-    with serve_on_loopback() as url:
-        stalled = ServeSettings(
-            data=settings.data,
-            subsets=[SUBSET],
-            methods=["pretrained_only"],
-            generation_timeout_s=1.0,
-            max_ongoing_requests=1,
-            max_queued_requests=1,
-            retry_after_s=2.0,
-        )
-        serve.run_many(
-            [
-                serve.RunTarget(compose(settings), name="rag", route_prefix="/"),
-                serve.RunTarget(compose(stalled, generator=StalledGenerator.bind()), name="slow", route_prefix="/slow"),
-                serve.RunTarget(compose(stalled, generator=NeverReadyGenerator.bind()), name="late", route_prefix=LATE),
-                serve.RunTarget(
-                    compose(
-                        settings.model_copy(update={"methods": ["oracle", "bm25"]}), generator=ScriptedGenerator.bind()
-                    ),
-                    name="numbers",
-                    route_prefix=NUMBERS,
+    stalled = ServeSettings(
+        data=settings.data,
+        subsets=[SUBSET],
+        methods=["pretrained_only"],
+        generation_timeout_s=1.0,
+        max_ongoing_requests=1,
+        max_queued_requests=1,
+        retry_after_s=2.0,
+    )
+    serve.run_many(
+        [
+            serve.RunTarget(compose(settings), name="rag", route_prefix="/"),
+            serve.RunTarget(compose(stalled, generator=StalledGenerator.bind()), name="slow", route_prefix="/slow"),
+            serve.RunTarget(compose(stalled, generator=NeverReadyGenerator.bind()), name="late", route_prefix=LATE),
+            serve.RunTarget(
+                compose(
+                    settings.model_copy(update={"methods": ["oracle", "bm25"]}), generator=ScriptedGenerator.bind()
                 ),
-            ],
-            wait_for_applications_running=False,
-        )
-        rankings = _in_process_rankings(settings, questions)
-        _wait_until_running(["rag", "slow", "numbers"], timeout_s=300)
-        _wait_until_live(f"{url}{LATE}", timeout_s=120)
-        yield {"url": url, "reference": rankings}
+                name="numbers",
+                route_prefix=NUMBERS,
+            ),
+        ],
+        wait_for_applications_running=False,
+    )
+    rankings = _in_process_rankings(settings, questions)
+    _wait_until_running(["rag", "slow", "numbers"], timeout_s=300)
+    _wait_until_live(f"{serve_url}{LATE}", timeout_s=120)
+    yield {"url": serve_url, "reference": rankings}
+    for name in ("rag", "slow", "late", "numbers"):
+        serve.delete(name)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import openai
 import pytest
 
 from t2rag.answer.readable import number_text
-from tests.serve import serve_on_loopback
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -24,7 +23,7 @@ KEY = "test-key-of-the-served-rag"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, short_system_prompt) -> Iterator[dict]:
+def served(serve_url, tmp_path_factory, short_system_prompt) -> Iterator[dict]:
     from pydantic import SecretStr
     from ray import serve
 
@@ -43,10 +42,10 @@ def served(tmp_path_factory, short_system_prompt) -> Iterator[dict]:
         generation_timeout_s=120,
         api_key=SecretStr(KEY),
     )
-    with serve_on_loopback() as url:
-        serve.run(compose(settings), name="rag", route_prefix="/")
-        rows = load_questions(data, [SUBSET]).scored().slice(0, 3).to_pylist()
-        yield {"url": url, "questions": rows, "settings": settings}
+    serve.run(compose(settings), name="rag", route_prefix="/")
+    rows = load_questions(data, [SUBSET]).scored().slice(0, 3).to_pylist()
+    yield {"url": serve_url, "questions": rows, "settings": settings}
+    serve.delete("rag")
 
 
 @pytest.fixture(scope="module")
