@@ -90,16 +90,23 @@ run: $(STAMP)
 	$(BIN)/t2rag eval --config configs/main.yaml
 	$(BIN)/t2rag report runs/main
 
-# `make test` runs in two parts. First every test that starts no Ray, on $(TEST_WORKERS) pytest-xdist workers:
-# 10 to 11 min on 2 cores against about 21 in one process. Then the tests that start Ray (marked `ray`: RAY_TESTS in
-# tests/conftest.py) in one process, one module after another: they are one CPU-bound chain that a second worker
-# beside them only slows (38 min 40 s against 32 when the whole suite ran on two workers), and one cluster at a time
-# is what they need. Both parts always run; the target fails when either does. `TEST_WORKERS=N` sets the workers.
+# `make test` runs in two parts side by side. The tests that start Ray (marked `ray`: RAY_TESTS in tests/conftest.py)
+# run in one process, one module after another, one cluster at a time, printing as they go. Beside them, every
+# other test runs on $(TEST_WORKERS) pytest-xdist workers at lower priority (nice $(QUICK_NICE)), so they take the CPU
+# the Ray part leaves idle while it waits on its clusters and get both cores once it ends; their report is printed
+# after the Ray part's. (At equal priority the two parts only slowed each other: 38 min 40 s against 32 run one
+# after the other.) Both parts always run; the target fails when either does. `TEST_WORKERS=N` sets the workers.
 TEST_WORKERS ?= 2
+QUICK_NICE ?= 10
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not ray" --durations=15; quick=$$?; \
+	@quick_log=$$(mktemp); \
+	nice -n $(QUICK_NICE) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not ray" --durations=15 \
+		> $$quick_log 2>&1 & quick_pid=$$!; \
+	echo "make test: the tests without Ray run beside the Ray part (report below when both end)"; \
 	$(BIN)/python -m pytest -q -m ray --durations=15; ray=$$?; \
+	wait $$quick_pid; quick=$$?; \
+	echo "== the tests without Ray =="; cat $$quick_log; rm -f $$quick_log; \
 	exit $$(( quick || ray ))
 
 test-fast: $(STAMP)

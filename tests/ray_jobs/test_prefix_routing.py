@@ -3,24 +3,22 @@ one replica, so the reuse a run gets stays what one replica gets."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from bench.prefix_reuse import shared_context_layout
 from ray_jobs import evaluate
 from t2rag.config import load_config
 from t2rag.results.records import read_records
-from tests.ray_jobs.conftest import job_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
 
-@pytest.fixture(scope="module")
-def ray_fresh_cache(tmp_path_factory):
-    """A local cluster whose workers keep generations in a cache of this module's own (the replicas run in worker
-    processes, which a test's environment does not reach)."""
-    cache = tmp_path_factory.mktemp("generations")
-    with job_cluster(runtime_env={"env_vars": {"T2RAG_CACHE": str(cache)}}) as ray:
-        yield ray
+#: Added to each run's sampling seed: greedy decoding ignores the seed, but the generation cache keys on it, so no
+#: run of this session finds another session's generations in a cache kept between sessions (T2RAG_TEST_CACHE) and
+#: every run generates.
+SESSION_SEED = secrets.randbits(30)
 
 
 @pytest.fixture
@@ -41,8 +39,8 @@ def served(monkeypatch) -> list[list[dict[str, int]]]:
 
 
 def _run(data, out, system: str, replicas: int) -> list[dict]:
-    """An oracle run on Ray; the replica count is also the sampling seed, so neither run finds the other's
-    generations in the cache (greedy decoding ignores the seed)."""
+    """An oracle run on Ray; the replica count is also in the sampling seed, so neither run finds the other's
+    generations in the cache."""
     config = load_config(
         None,
         {
@@ -53,7 +51,7 @@ def _run(data, out, system: str, replicas: int) -> list[dict]:
             "generator": {
                 "preset": "smollm2-135m",
                 "n_threads": 1,
-                "sampling": {"max_tokens": 12, "seed": replicas},
+                "sampling": {"max_tokens": 12, "seed": SESSION_SEED + replicas},
                 "replicas": replicas,
                 "batch_size": 4,
             },
@@ -69,7 +67,7 @@ def _share(records: list[dict]) -> float:
     return sum(r["cached_prompt_tokens"] for r in records) / sum(r["prompt_tokens"] for r in records)
 
 
-def test_prompts_sharing_a_context_meet_one_replica(ray_fresh_cache, served, short_system_prompt, tmp_path) -> None:
+def test_prompts_sharing_a_context_meet_one_replica(ray_local, served, short_system_prompt, tmp_path) -> None:
     data = shared_context_layout(tmp_path / "data", contexts=4)
     one = _run(data, tmp_path / "one", short_system_prompt, replicas=1)
     two = _run(data, tmp_path / "two", short_system_prompt, replicas=2)

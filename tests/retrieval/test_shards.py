@@ -10,11 +10,12 @@ from t2rag.config import load_config
 from t2rag.data import build_corpus
 from t2rag.data.corpus import Corpus
 from t2rag.pipeline.local import LocalRunner
-from t2rag.retrieval import build_retriever
+from t2rag.retrieval import EmbedderConfig, build_retriever
 from t2rag.retrieval.base import Hits, QueryBlock
 from t2rag.retrieval.bm25_matrix import BM25Statistics
 from t2rag.retrieval.config import RetrievalConfig
 from t2rag.retrieval.dense import DenseRetriever
+from t2rag.retrieval.embedder import make_embedder
 from t2rag.retrieval.shards import ShardedRetriever, merge_hits, shard_ranges
 from tests.conftest import question_batch
 
@@ -65,11 +66,16 @@ def test_bm25_shards_equal_the_unsharded_ranking(sample, shards):
         np.testing.assert_array_equal(got.scores, expected.scores)  # bitwise: same weights, same sums
 
 
-def test_flat_dense_shards_equal_the_unsharded_ranking(finqa_embedded, tmp_path):
-    corpus, vectors, _, query_vectors = finqa_embedded
-    whole = DenseRetriever(index_uri=str(tmp_path))
+def test_flat_dense_shards_equal_the_unsharded_ranking(sample, tmp_path):
+    """On the hashing embedder's vectors of the real FinQA corpus and questions: the merge is what is tested, and
+    any unit vectors rank alike however they were made."""
+    hashing = EmbedderConfig(model="hashing")
+    corpus, embedder = build_corpus(sample, "FinQA"), make_embedder(hashing)
+    vectors = embedder.embed_passages(corpus.texts)
+    query_vectors = embedder.embed_queries(sample.subset("FinQA").table.column("question").to_pylist())
+    whole = DenseRetriever(hashing, index_uri=str(tmp_path))
     whole.index(corpus, vectors)
-    sharded = ShardedRetriever(lambda: DenseRetriever(index_uri=str(tmp_path)), 4)
+    sharded = ShardedRetriever(lambda: DenseRetriever(hashing, index_uri=str(tmp_path)), 4)
     sharded.index(corpus, vectors)
     expected, got = (
         whole.search_vectors(query_vectors, 10),
