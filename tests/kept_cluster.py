@@ -2,8 +2,9 @@
 cluster per kind instead of one per module (each costs seconds of servers starting and, once Ray Data has run on
 it, per-cluster actors and warm workers that the next module reuses).
 
-The test session orders the tests that use a kept cluster last, grouped by kind (`tests/conftest.py`), and closes
-the kept cluster before any other Ray test runs: two Ray clusters never run at once here.
+The test session orders the tests that use a kept cluster last, grouped by kind (`tests/conftest.py`): once one is
+up, only tests that share it run, and the keeper closes it before it opens the next kind, so two Ray clusters never
+run at once here.
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ def job_cluster(**init_kwargs):
 @pytest.fixture
 def ray_local(s3_server, cluster_keeper):
     """The jobs' local cluster with two declared GPUs, kept for every test that asks for it (`tests/kept_cluster.py`:
-    they run one after another, last): a run leaves the cluster as it found it, bar warm workers."""
+    they run one after another, last). What a test leaves on it (warm workers, the driver's stage meter) the next
+    finds there."""
     return cluster_keeper.enter("jobs", lambda: job_cluster(num_gpus=2))
 
 

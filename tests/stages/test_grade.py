@@ -19,9 +19,11 @@ K = 3
 
 @pytest.fixture(scope="module")
 def ranked():
-    """Six FinQA questions ranked by `base` (dense), for self_rag and crag alike; the resources that ranked them."""
+    """Six FinQA questions ranked by `base` (dense, on the hashing embedder's vectors: the grading is tested, not the
+    ranking), for self_rag and crag alike; the resources that ranked them."""
     config = load_config(None, {"methods": ["self_rag", "crag"], "generator": "smollm2-135m",
-                                "data": {"subsets": ["FinQA"]}})  # fmt: skip
+                                "data": {"subsets": ["FinQA"]},
+                                "retrieval": {"embedder": {"model": "hashing"}}})  # fmt: skip
     resources = Resources(config)
     questions = resources.questions.subset("FinQA").scored().slice(0, 6)
     rows = pa.table({
