@@ -96,6 +96,7 @@ run: $(STAMP)
 # the Ray part leaves idle while it waits on its clusters and get both cores once it ends; their report is printed
 # after the Ray part's. (At equal priority the two parts only slowed each other: 38 min 40 s against 32 run one
 # after the other.) Both parts always run; the target fails when either does. `TEST_WORKERS=N` sets the workers.
+# A background command of a non-interactive shell ignores Ctrl-C, so the recipe stops that part itself.
 TEST_WORKERS ?= 2
 QUICK_NICE ?= 10
 
@@ -103,6 +104,7 @@ test: $(STAMP)
 	@quick_log=$$(mktemp); \
 	nice -n $(QUICK_NICE) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not ray" --durations=15 \
 		> $$quick_log 2>&1 & quick_pid=$$!; \
+	trap 'kill $$quick_pid 2>/dev/null; rm -f $$quick_log; exit 130' INT TERM; \
 	echo "make test: the tests without Ray run beside the Ray part (report below when both end)"; \
 	$(BIN)/python -m pytest -q -m ray --durations=15; ray=$$?; \
 	wait $$quick_pid; quick=$$?; \
