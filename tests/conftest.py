@@ -17,7 +17,7 @@ import pytest
 from t2rag.data import QuestionSet, load_questions
 from t2rag.data.source import BUNDLED_SAMPLE
 from t2rag.storage import local_lock
-from tests.kept_cluster import KEEPER, KEPT_CLUSTER_FIXTURES, ClusterKeeper
+from tests.kept_cluster import KEPT_CLUSTER_FIXTURES, ClusterKeeper
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -79,10 +79,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 @pytest.fixture(scope="session")
 def cluster_keeper() -> Iterator[ClusterKeeper]:
     """The session's kept cluster (`tests/kept_cluster.py`), shut down at the session's end."""
+    keeper = ClusterKeeper()
     try:
-        yield KEEPER
+        yield keeper
     finally:
-        KEEPER.close()
+        keeper.close()
+
+
+#: The run config's `retrieval` fields of the tests whose subject is not a model's vectors (where stages run, what
+#: they store, which chain ranks a row, what a grade does): the hashing embedder gives dense retrieval real LanceDB
+#: tables and rankings of the real text without loading MiniLM. all-MiniLM-L6-v2 still embeds on Ray in
+#: test_evaluate.py's GPU-tokenizing test, test_node_loss.py, the GPU-node placement test and the embedder ablation.
+HASHING = {"embedder": {"model": "hashing"}}
 
 
 SAMPLE_FILES = {
@@ -204,12 +212,12 @@ def _isolated_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _no_ray_left_running(request):
+def _no_ray_left_running(request, cluster_keeper):
     """A module that leaves Ray running fails here, by name, instead of every later module whose fixture starts a
     Ray of its own failing with "called ray.init twice". The kept cluster stays up between its modules."""
     yield
     ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized() and not KEEPER.running:
+    if ray is not None and ray.is_initialized() and not cluster_keeper.running:
         ray.shutdown()
         pytest.fail(f"{request.module.__name__} left Ray running")
 

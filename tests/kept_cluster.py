@@ -43,7 +43,3 @@ class ClusterKeeper:
         """Shut down the kept cluster, if any."""
         self._kind, self._value = None, None
         self._stack.close()
-
-
-#: The session's keeper (one per pytest process); `tests/conftest.py` closes it when the session ends.
-KEEPER = ClusterKeeper()

@@ -37,13 +37,6 @@ def ray_local(s3_server, cluster_keeper):
     return cluster_keeper.enter("jobs", lambda: job_cluster(num_gpus=2))
 
 
-#: The embedder of the Ray tests whose subject is where stages run and what they store, not a model's vectors: the
-#: hashing embedder gives dense retrieval real LanceDB tables and rankings without loading MiniLM in every embedding
-#: actor. all-MiniLM-L6-v2 embeds on Ray in test_evaluate.py's GPU-tokenizing test, test_node_loss.py, the GPU-node
-#: placement test and the embedder ablation.
-HASHING = {"embedder": {"model": "hashing"}}
-
-
 #: How long each of the scripted server's answers takes in `answering_slowly`: a replica holds a batch long enough
 #: for a test to take its node away.
 ANSWER_S = 2.0

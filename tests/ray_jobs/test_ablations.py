@@ -14,7 +14,7 @@ from t2rag.pipeline.local import run_local
 from t2rag.resources import Resources
 from t2rag.results.records import read_records
 from t2rag.results.report import write_report
-from tests.ray_jobs.conftest import HASHING
+from tests.conftest import HASHING
 
 pytestmark = pytest.mark.slow
 

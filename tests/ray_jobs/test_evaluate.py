@@ -28,8 +28,8 @@ from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
 from t2rag.results.records import read_records
 from t2rag.results.report import write_report
-from tests.conftest import upload_dir
-from tests.ray_jobs.conftest import HASHING, replica_holding_a_batch
+from tests.conftest import HASHING, upload_dir
+from tests.ray_jobs.conftest import replica_holding_a_batch
 from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ import pytest
 from ray_jobs.evaluate import run_ray
 from t2rag.config import load_config
 from t2rag.results.records import read_records
-from tests.ray_jobs.conftest import HASHING
+from tests.conftest import HASHING
 from tests.scripted_server import LoopbackServer, send_json
 
 pytestmark = pytest.mark.slow

@@ -24,8 +24,7 @@ from ray_jobs.placement import (
 from t2rag.config import load_config
 from t2rag.methods import DENSE, LEXICAL, METHODS
 from t2rag.pipeline.local import LocalRunner
-from tests.conftest import question_batch
-from tests.ray_jobs.conftest import HASHING
+from tests.conftest import HASHING, question_batch
 
 
 def test_ray_places_each_run_of_one_kind_in_one_actor():

@@ -13,6 +13,7 @@ from t2rag.resources import Resources
 from t2rag.stages import built
 from t2rag.stages.base import run_chain, with_columns
 from t2rag.stages.grade import parse_grade
+from tests.conftest import HASHING
 
 K = 3
 
@@ -23,7 +24,7 @@ def ranked():
     ranking), for self_rag and crag alike; the resources that ranked them."""
     config = load_config(None, {"methods": ["self_rag", "crag"], "generator": "smollm2-135m",
                                 "data": {"subsets": ["FinQA"]},
-                                "retrieval": {"embedder": {"model": "hashing"}}})  # fmt: skip
+                                "retrieval": HASHING})  # fmt: skip
     resources = Resources(config)
     questions = resources.questions.subset("FinQA").scored().slice(0, 6)
     rows = pa.table({
