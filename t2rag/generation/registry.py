@@ -85,6 +85,7 @@ def _presets() -> dict[str, GeneratorConfig]:
                 enable_prefix_caching=False,
                 batch_size=16,
                 engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+                single_process=True,
             ),
             # The paper's generators: 4-bit AWQ checkpoints on H100s.
             VLLM(

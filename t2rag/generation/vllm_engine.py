@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from t2rag.errors import ConfigError, EngineRefused, first_line
 from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, Generator, SamplingParams, rejected
@@ -58,6 +58,18 @@ class VLLMConfig(GeneratorConfig):
     engine_env: dict[str, str] = Field(
         default_factory=dict, description="environment of the engine's processes, e.g. VLLM_CPU_KVCACHE_SPACE (GiB)"
     )
+    single_process: bool = Field(
+        False,
+        description="the in-process engine's core and model worker run in the caller's process, not two of their own "
+        "(each imports vLLM again: 30 of a small CPU model's 45 s start); one worker only; Serve LLM keeps its own",
+    )
+
+    @model_validator(mode="after")
+    def _one_worker_in_one_process(self) -> VLLMConfig:
+        if self.single_process and self.tensor_parallel_size * self.pipeline_parallel_size > 1:
+            raise ValueError("single_process runs one model worker: tensor_parallel_size and "
+                             "pipeline_parallel_size must be 1")  # fmt: skip
+        return self
 
     @property
     def gpus_per_replica(self) -> int:
@@ -119,6 +131,17 @@ def vllm_engine_kwargs(config: VLLMConfig) -> dict[str, Any]:
         kwargs["quantization"] = config.quantization
     if config.enforce_eager:
         kwargs["enforce_eager"] = True
+    return kwargs
+
+
+def in_process_engine_kwargs(config: VLLMConfig) -> dict[str, Any]:
+    """The engine arguments of `VLLMGenerator`'s own engine. With `single_process`, vLLM's uniprocess executor in
+    the caller's process; vLLM reads the switch off its engine-core process from the environment, and on CPU it
+    keeps the uniprocess executor only with that switch off."""
+    kwargs = vllm_engine_kwargs(config)
+    if config.single_process:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        kwargs["distributed_executor_backend"] = "uni"
     return kwargs
 
 
@@ -263,7 +286,7 @@ class VLLMGenerator(Generator):
                 source = model_source(self.config)
                 with loading(self.config.model, source):
                     try:
-                        self._llm = vllm.LLM(model=source, **vllm_engine_kwargs(self.config))
+                        self._llm = vllm.LLM(model=source, **in_process_engine_kwargs(self.config))
                     except (ValueError, TypeError) as exc:  # argument validation: the same on every retry
                         raise EngineRefused(f"vLLM refused the generator config: {first_line(exc)}") from exc
                 self._tokenizer = self._llm.get_tokenizer()

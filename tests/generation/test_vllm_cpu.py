@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -184,6 +185,7 @@ def test_a_batch_joins_the_running_one_on_the_real_engine():
 
     with VLLMGenerator(PRESETS[PRESET]) as generator:
         [alone_long] = generator.generate([long])
+        assert multiprocessing.active_children() == []  # single_process: no engine-core or worker process
         alone_short = generator.generate(short)
         thread = threading.Thread(target=run, args=("long", [long]))
         thread.start()

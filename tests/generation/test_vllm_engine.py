@@ -3,12 +3,14 @@ validation against the installed vLLM."""
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import wait
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from pydantic import ValidationError
 
 from t2rag.generation.base import SamplingParams
 from t2rag.generation.models import PACKAGED_MODELS
@@ -16,7 +18,9 @@ from t2rag.generation.registry import PRESETS
 from t2rag.generation.vllm_engine import (
     PREFIX_ROUTER,
     EngineFeed,
+    VLLMConfig,
     deployment_config,
+    in_process_engine_kwargs,
     model_source,
     sampling_dict,
     vllm_engine_kwargs,
@@ -33,6 +37,17 @@ def test_engine_settings_come_from_the_preset_and_the_run():
     assert kwargs["tensor_parallel_size"] == 1 and kwargs["quantization"] == "awq_marlin"
     assert kwargs["enable_prefix_caching"] is True  # all prompts share the system prompt
     assert model_source(cfg) == "casperhansen/llama-3.3-70b-instruct-awq"
+
+
+def test_a_single_process_engine_keeps_its_worker_in_the_callers_process(monkeypatch):
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # vLLM's default
+    assert "distributed_executor_backend" not in in_process_engine_kwargs(PRESETS["vllm"])
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"  # a GPU engine keeps vLLM's processes
+    kwargs = in_process_engine_kwargs(PRESETS["vllm-cpu-smollm2"])
+    assert kwargs["distributed_executor_backend"] == "uni" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert "distributed_executor_backend" not in vllm_engine_kwargs(PRESETS["vllm-cpu-smollm2"])  # Serve LLM's
+    with pytest.raises(ValidationError, match="tensor_parallel_size and pipeline_parallel_size must be 1"):
+        VLLMConfig(name="x", model="m", single_process=True, tensor_parallel_size=2)
 
 
 def test_the_prefix_aware_router_follows_prefix_reuse():
@@ -53,7 +68,7 @@ def test_sampling_constrains_json_only_where_asked():
 
 @pytest.mark.vllm
 @requires_vllm
-def test_presets_and_the_paper_config_use_only_options_the_installed_vllm_accepts():
+def test_presets_and_the_paper_config_use_only_options_the_installed_vllm_accepts(monkeypatch):
     import dataclasses
 
     import vllm
@@ -67,6 +82,9 @@ def test_presets_and_the_paper_config_use_only_options_the_installed_vllm_accept
     paper = load_config(str(ROOT / "configs/paper_table3.yaml")).generator
     local_model = model_source(PRESETS["vllm-cpu-smollm2"])
     configs = [p for p in PRESETS.values() if p.engine == "vllm" and p.model not in PACKAGED_MODELS]
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    single = in_process_engine_kwargs(PRESETS["vllm-cpu-smollm2"])
+    assert set(single) <= engine_fields and single["distributed_executor_backend"] in ("uni", "mp", "ray")
     for config in [*configs, paper]:
         kwargs = vllm_engine_kwargs(config)
         assert set(kwargs) <= engine_fields, (config.name, set(kwargs) - engine_fields)
