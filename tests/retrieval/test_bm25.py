@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
@@ -13,16 +15,26 @@ from t2rag.retrieval.ranking import top_n
 from t2rag.tokenize import numeric_tokenize, whitespace_tokenize
 
 
+@pytest.fixture(scope="module")
+def rank_bm25_scores(sample) -> dict[str, np.ndarray]:
+    """rank_bm25's scores of every question of a subset against its corpus, computed once per subset."""
+    scores: dict[str, np.ndarray] = {}
+    for subset, corpus in build_corpora(sample).items():
+        reference = BM25Okapi([whitespace_tokenize(t) for t in corpus.texts])
+        questions = sample.subset(subset).table.column("question").to_pylist()
+        scores[subset] = np.array([reference.get_scores(whitespace_tokenize(q)) for q in questions])
+    return scores
+
+
 @pytest.mark.parametrize(("subset", "build_chunk"), [("FinQA", 1 << 16), ("TAT-DQA", 1 << 16), ("FinQA", 40)])
-def test_parity_with_rank_bm25_on_every_question(sample, subset, build_chunk, monkeypatch):
+def test_parity_with_rank_bm25_on_every_question(sample, rank_bm25_scores, subset, build_chunk, monkeypatch):
     from t2rag.retrieval import bm25, bm25_matrix
 
     monkeypatch.setattr(bm25_matrix, "BUILD_CHUNK", build_chunk)
     bm25._cached_matrix.cache_clear()
     corpus = build_corpora(sample)[subset]
     questions = sample.subset(subset).table.column("question").to_pylist()
-    reference = BM25Okapi([whitespace_tokenize(t) for t in corpus.texts])
-    expected = np.array([reference.get_scores(whitespace_tokenize(q)) for q in questions])
+    expected = rank_bm25_scores[subset]
 
     retriever = build_retriever("bm25")
     retriever.index(corpus)
@@ -70,8 +82,8 @@ def test_number_aware_tokenizer_is_an_option():
     assert retriever.tokenizer == "whitespace"
 
 
-def _dense_product_top_n(matrix: BM25Matrix, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The path this replaced: a sparse (queries x terms) @ (terms x documents) product made dense, then top_n."""
+def _dense_product(matrix: BM25Matrix, queries: list[str]) -> np.ndarray:
+    """The path this replaced: a sparse (queries x terms) @ (terms x documents) product made dense (then top_n)."""
     import scipy.sparse as sp
 
     weights = sp.csr_matrix(np.stack([matrix.term_weights(t) for t in range(len(matrix.vocab))]))
@@ -79,13 +91,13 @@ def _dense_product_top_n(matrix: BM25Matrix, queries: list[str], k: int) -> tupl
     indptr = np.concatenate([[0], np.cumsum([len(t) for t in terms])])
     ids = np.concatenate([np.asarray(t, np.int64) for t in terms])
     counts = sp.csr_matrix((np.ones(int(indptr[-1])), ids, indptr), shape=(len(queries), len(matrix.vocab)))
-    return top_n(np.asarray((counts @ weights).todense()), k)
+    return np.asarray((counts @ weights).todense())
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_running_top_k_over_document_blocks_equals_the_dense_ranking(sample, monkeypatch, threads):
-    """An index built in chunks of 64 documents, searched in document blocks of 37 and query blocks of 5, with
-    duplicated documents (exact ties across blocks), queries that match nothing and k beyond the corpus."""
+def test_running_top_k_over_document_blocks_equals_the_dense_ranking(sample, monkeypatch):
+    """An index built in chunks of 64 documents, searched in document blocks of 37 and query blocks of 5 on one
+    thread and on two, with duplicated documents (exact ties across blocks), queries that match nothing and k beyond
+    the corpus."""
     from t2rag.retrieval import bm25_matrix
 
     corpus = build_corpora(sample)["FinQA"]
@@ -97,12 +109,13 @@ def test_running_top_k_over_document_blocks_equals_the_dense_ranking(sample, mon
     monkeypatch.setattr(bm25_matrix, "BLOCK_VALUES", 37 * 5)
     assert len(matrix.doc_blocks()) == -(-len(texts) // 37)
     assert 0 < len(matrix.dense) < 0.1 * len(matrix.vocab)  # terms in a quarter of the documents are held dense
-    for k in (1, 10, 60):
+    dense, scored = _dense_product(matrix, questions), matrix.scores(questions)
+    for threads, k in itertools.product((1, 2), (1, 10, 60)):
         index, scores = matrix.top_k(questions, k, threads=threads)
-        ref_index, ref_scores = _dense_product_top_n(matrix, questions, k)
+        ref_index, ref_scores = top_n(dense, k)
         np.testing.assert_array_equal(index, ref_index)
         np.testing.assert_allclose(scores, ref_scores, rtol=1e-12)
-        np.testing.assert_array_equal(scores, top_n(matrix.scores(questions), k)[1])
-    assert index[-1].tolist() == index[-2].tolist() == list(range(60))  # nothing matches: all 0, corpus order
+        np.testing.assert_array_equal(scores, top_n(scored, k)[1])
+        assert index[-1].tolist() == index[-2].tolist() == list(range(k))  # nothing matches: all 0, corpus order
     small = BM25Matrix(["revenue grew", "net income", "revenue fell"])
     assert small.top_k(["revenue"], 10)[0].tolist() == [[0, 2, 1]]

@@ -18,7 +18,7 @@ E5_STYLE = EmbedderConfig(query_template="query: {text}", passage_template="pass
 @pytest.fixture(scope="module")
 def texts(sample) -> tuple[list[str], list[str]]:
     corpus = build_corpora(sample)["TAT-DQA"]
-    return corpus.texts[:60], sample.subset("TAT-DQA").table.column("question").to_pylist()[:40]
+    return corpus.texts[:24], sample.subset("TAT-DQA").table.column("question").to_pylist()[:24]
 
 
 def test_ids_are_the_embedders_own_with_its_templates_and_window(minilm, texts):
@@ -33,7 +33,7 @@ def test_ids_are_the_embedders_own_with_its_templates_and_window(minilm, texts):
 
 def test_vectors_from_ids_equal_the_look_ahead_path(minilm, texts):
     passages, questions = texts
-    config = E5_STYLE.model_copy(update={"tokenize_ahead": True, "tokens_per_batch": 8192})
+    config = E5_STYLE.model_copy(update={"tokenize_ahead": True, "tokens_per_batch": 2048})  # several batches
     embedder, tokenizer = Embedder(config), EmbedTokenizer(config)
     assert embedder.model is minilm.model
     np.testing.assert_array_equal(

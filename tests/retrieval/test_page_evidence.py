@@ -81,19 +81,23 @@ def test_every_feature_equals_a_direct_count(sample) -> None:
         return {w: math.log((len(held) + 1) / (sum(w in h for h in held) + 0.5)) for w in vocab}
 
     label_idf = idf(label_words)
+    # Each page's pairs, triples and figures, counted once (the features are per (question, page) below).
+    page_pairs = [word_pairs(phrase_words(t)) for t in texts]
+    page_triples = [word_triples(phrase_words(t)) for t in texts]
+    page_numbers = [{float(n) for n in figures(t)} for t in texts]
     for q, question in enumerate(asked):
         words = set(content_words(question))
         pairs, triples = word_pairs(phrase_words(question)), word_triples(phrase_words(question))
         numbers = {float(n) for n in figures(question)}  # figures match by value: "3.0" is "3"
         named = []
-        for d, text in enumerate(texts):
-            known = [w for w in words if w in label_idf]
+        known = [w for w in words if w in label_idf]
+        for d in range(len(texts)):
             expect_rows = sum(label_idf[w] for w in known if w in label_words[d]) / (
                 sum(label_idf[w] for w in known) or 1
             )
-            expect_phrases = len(pairs & word_pairs(phrase_words(text))) / (len(pairs) or 1)
-            expect_triples = len(triples & word_triples(phrase_words(text))) / (len(triples) or 1)
-            expect_numbers = len(numbers & {float(n) for n in figures(text)}) / (len(numbers) or 1)
+            expect_phrases = len(pairs & page_pairs[d]) / (len(pairs) or 1)
+            expect_triples = len(triples & page_triples[d]) / (len(triples) or 1)
+            expect_numbers = len(numbers & page_numbers[d]) / (len(numbers) or 1)
             named.append(max((sum(label_idf[w] for w in ls) for ls in labels[d] if ls and ls <= words), default=0.0))
             assert got["row_words"][q, d] == pytest.approx(expect_rows, abs=1e-5)
             assert got["phrases"][q, d] == pytest.approx(expect_phrases, abs=1e-6)

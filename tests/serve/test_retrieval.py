@@ -21,11 +21,12 @@ METHOD_NAMES = ("bm25", "base", "hybrid_rrf")
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
     from t2rag.config import load_config
-    from tests.conftest import real_table, write_layout
+    from tests.conftest import HASHING, real_table, write_layout
 
     root = write_layout(tmp_path_factory.mktemp("finqa"), {SUBSET: real_table(SUBSET).slice(0, ROWS)})
     index = tmp_path_factory.mktemp("index")
-    return load_config(None, {"data": {"source": str(root)}, "generator": None, "retrieval": {"index_uri": str(index)}})
+    retrieval = {"index_uri": str(index), **HASHING}  # what is tested is the ranking's path, not MiniLM's vectors
+    return load_config(None, {"data": {"source": str(root)}, "generator": None, "retrieval": retrieval})
 
 
 @pytest.fixture(scope="module")
