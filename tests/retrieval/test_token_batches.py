@@ -75,7 +75,7 @@ def _trained(contexts: list[str], kind: str):
         backend = Tokenizer(models.BPE())
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         trainer = trainers.BpeTrainer(vocab_size=2000, special_tokens=specials)
-    backend.train_from_iterator(contexts[:200], trainer)
+    backend.train_from_iterator(contexts[:80], trainer)
     backend.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
     )
