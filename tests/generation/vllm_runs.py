@@ -22,7 +22,8 @@ def run_config(data: str, out: Path, generator: dict, runner: str, system_prompt
         "runner": runner,
         "limit": 2,
         "seed": 0,
-        "retrieval": {"k": 2, "embedder": {"model": "all-MiniLM-L6-v2"}},
+        # The hashing embedder: dense retrieval on LanceDB without a model, so the only model loaded is vLLM's.
+        "retrieval": {"k": 2, "embedder": {"model": "hashing"}},
         # Short prompts: vLLM's CPU build prefills about 80 tokens/s on this 2-core machine (no AVX-512).
         "prompts": {"max_context_chars": 300, "answer_system": system_prompt},
         "generator": {**generator, "sampling": {"max_tokens": MAX_TOKENS}},
