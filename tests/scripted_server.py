@@ -123,6 +123,16 @@ def scripted_generator(base_url: str) -> dict[str, object]:
     return {"name": "scripted", "engine": "openai", "model": "scripted", "base_url": base_url, "json_mode": "none"}
 
 
+@contextmanager
+def scripted_for(data: str, delay_s: float = 0.0) -> Iterator[dict[str, object]]:
+    """The scripted server for the questions of a data layout (`data.source`), as a run config's `generator`
+    section; `delay_s` as in `scripted_server`."""
+    from t2rag.data import load_questions
+
+    with scripted_server(questions_of(load_questions(data).table), delay_s=delay_s) as url:
+        yield scripted_generator(url)
+
+
 def questions_of(table) -> dict[str, tuple[float | None, str]]:
     """The server's `questions` from a question table (`t2rag.data` columns): the first 40 characters of each gold
     context, which every prompt that holds the context holds too (contexts are clipped at their end)."""

@@ -19,7 +19,7 @@ from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
 from t2rag.results.records import read_records
 from t2rag.workload import measure_workload
-from tests.scripted_server import questions_of, scripted_generator, scripted_server
+from tests.scripted_server import scripted_for
 
 pytestmark = [pytest.mark.slow]
 METHODS = ["hyde_reranker", "self_rag", "crag"]
@@ -28,10 +28,8 @@ SAMPLE = 3  # questions per subset
 
 @pytest.fixture(scope="module")
 def scripted(mini_data):
-    from t2rag.data import load_questions
-
-    with scripted_server(questions_of(load_questions(mini_data).table)) as url:
-        yield scripted_generator(url)
+    with scripted_for(mini_data) as generator:
+        yield generator
 
 
 def test_the_authors_remaining_methods_rank_and_answer_every_sampled_question(

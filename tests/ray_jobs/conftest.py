@@ -46,11 +46,10 @@ ANSWER_S = 2.0
 def answering_slowly(tiny_data) -> Iterator[dict]:
     """The run config's `generator` section for the scripted server (`tests/scripted_server.py`), each of whose
     answers takes ANSWER_S: for tests of where a batch and a replica go, not of a model's answer."""
-    from t2rag.data import load_questions
-    from tests.scripted_server import questions_of, scripted_generator, scripted_server
+    from tests.scripted_server import scripted_for
 
-    with scripted_server(questions_of(load_questions(tiny_data).table), delay_s=ANSWER_S) as url:
-        yield scripted_generator(url)
+    with scripted_for(tiny_data, delay_s=ANSWER_S) as generator:
+        yield generator
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from ray_jobs.evaluate import run_ray
 from ray_jobs.placement import merged_chain
 from ray_jobs.table_blocks import input_tasks
 from t2rag.config import load_config
-from t2rag.data import load_questions
 from t2rag.pipeline import local
 from t2rag.pipeline.local import run_local
 from t2rag.pipeline.plan import plan_work
@@ -30,7 +29,7 @@ from t2rag.results.records import read_records
 from t2rag.results.report import write_report
 from tests.conftest import HASHING, upload_dir
 from tests.ray_jobs.conftest import replica_holding_a_batch
-from tests.scripted_server import questions_of, scripted_generator, scripted_server
+from tests.scripted_server import scripted_for
 
 pytestmark = pytest.mark.slow
 
@@ -81,8 +80,8 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
     }
     caplog.set_level(logging.INFO)
     ray_out, local_out = f"s3://{s3_bucket}/runs/ray", f"s3://{s3_bucket}/runs/local"
-    with scripted_server(questions_of(load_questions(tiny_data).table)) as url:
-        fields["generator"] = scripted_generator(url)
+    with scripted_for(tiny_data) as generator:
+        fields["generator"] = generator
         distributed = run_ray(_config(data_uri, ray_out, runner="ray", **fields))
         local = run_local(_config(data_uri, local_out, **fields))
     assert distributed["methods"] == local["methods"]  # the same JSON result, number for number
@@ -173,11 +172,11 @@ def test_a_run_started_on_one_engine_finishes_on_the_other(ray_local, tiny_data,
     """Stopped after two record blocks on the single-process runner, finished on Ray: one record per
     (method, id) and the numbers of an uninterrupted run. (Answered by the scripted server: what is tested is
     which records each engine keeps and writes.)"""
-    with scripted_server(questions_of(load_questions(tiny_data).table)) as url:
+    with scripted_for(tiny_data) as generator:
         fields = {
             "methods": ["oracle", "bm25", "base"],
             "retrieval_only_methods": ["base"],
-            "generator": scripted_generator(url),
+            "generator": generator,
             "limit": 2,
             "retrieval": HASHING,
         }

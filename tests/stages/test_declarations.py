@@ -19,7 +19,7 @@ from t2rag.results import records
 from t2rag.results.records import RECORD_SCHEMA
 from t2rag.stages import STAGES, Stage, built
 from t2rag.stages.base import CORPUS_COLUMNS
-from tests.scripted_server import questions_of, scripted_generator, scripted_server
+from tests.scripted_server import scripted_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,10 +117,8 @@ def checked_chain(resources, names: tuple[str, ...], batch: pa.Table) -> pa.Tabl
 
 @pytest.fixture(scope="module")
 def scripted(tiny_data):
-    from t2rag.data import load_questions
-
-    with scripted_server(questions_of(load_questions(tiny_data).table)) as url:
-        yield scripted_generator(url)
+    with scripted_for(tiny_data) as generator:
+        yield generator
 
 
 def test_each_stage_adds_what_it_declares_on_every_chain(tiny_data, minilm_reranker, scripted, tmp_path):
