@@ -61,7 +61,7 @@ class VLLMConfig(GeneratorConfig):
     single_process: bool = Field(
         False,
         description="the in-process engine's core and model worker run in the caller's process, not two of their own "
-        "(each imports vLLM again: 30 of a small CPU model's 45 s start); one worker only; Serve LLM keeps its own",
+        "(each imports vLLM again: 30 of a small CPU model's 43 s start); one worker only; Serve LLM keeps its own",
     )
 
     @model_validator(mode="after")
