@@ -48,9 +48,9 @@ def answer_requests(contexts: int, max_tokens: int, context_chars: int):
 def direct(requests, config) -> dict:
     import vllm
 
-    from t2rag.generation.vllm_engine import in_process_engine_kwargs, model_source, sampling_dict
+    from t2rag.generation.vllm_engine import in_process_engine_kwargs, in_process_env, model_source, sampling_dict
 
-    os.environ.update(config.engine_env)
+    os.environ.update(in_process_env(config))
     llm = vllm.LLM(model=model_source(config), **in_process_engine_kwargs(config))  # the replicas' engine
     params = vllm.SamplingParams(**sampling_dict(requests[0].params, constrained_json=False))
     started = time.perf_counter()

@@ -135,14 +135,19 @@ def vllm_engine_kwargs(config: VLLMConfig) -> dict[str, Any]:
 
 
 def in_process_engine_kwargs(config: VLLMConfig) -> dict[str, Any]:
-    """The engine arguments of `VLLMGenerator`'s own engine. With `single_process`, vLLM's uniprocess executor in
-    the caller's process; vLLM reads the switch off its engine-core process from the environment, and on CPU it
-    keeps the uniprocess executor only with that switch off."""
+    """The engine arguments of `VLLMGenerator`'s own engine: with `single_process`, vLLM's uniprocess executor (the
+    model worker in the engine core's process; `in_process_env` keeps that in the caller's)."""
     kwargs = vllm_engine_kwargs(config)
     if config.single_process:
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         kwargs["distributed_executor_backend"] = "uni"
     return kwargs
+
+
+def in_process_env(config: VLLMConfig) -> dict[str, str]:
+    """The environment `VLLMGenerator`'s own engine starts in: the config's `engine_env` and, with `single_process`,
+    vLLM's switch off its engine-core process (read from the environment; on CPU vLLM keeps the uniprocess executor
+    only with it off)."""
+    return {**config.engine_env, **({"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if config.single_process else {})}
 
 
 def model_source(config: VLLMConfig) -> str:
@@ -282,7 +287,7 @@ class VLLMGenerator(Generator):
             if self._llm is None:
                 import vllm
 
-                os.environ.update(self.config.engine_env)
+                os.environ.update(in_process_env(self.config))
                 source = model_source(self.config)
                 with loading(self.config.model, source):
                     try:

@@ -3,7 +3,6 @@ validation against the installed vLLM."""
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import wait
 from pathlib import Path
@@ -21,6 +20,7 @@ from t2rag.generation.vllm_engine import (
     VLLMConfig,
     deployment_config,
     in_process_engine_kwargs,
+    in_process_env,
     model_source,
     sampling_dict,
     vllm_engine_kwargs,
@@ -39,12 +39,13 @@ def test_engine_settings_come_from_the_preset_and_the_run():
     assert model_source(cfg) == "casperhansen/llama-3.3-70b-instruct-awq"
 
 
-def test_a_single_process_engine_keeps_its_worker_in_the_callers_process(monkeypatch):
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # vLLM's default
-    assert "distributed_executor_backend" not in in_process_engine_kwargs(PRESETS["vllm"])
-    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"  # a GPU engine keeps vLLM's processes
-    kwargs = in_process_engine_kwargs(PRESETS["vllm-cpu-smollm2"])
-    assert kwargs["distributed_executor_backend"] == "uni" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+def test_a_single_process_engine_keeps_its_worker_in_the_callers_process():
+    gpu, cpu = PRESETS["vllm"], PRESETS["vllm-cpu-smollm2"]
+    assert "distributed_executor_backend" not in in_process_engine_kwargs(gpu)
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in in_process_env(gpu)  # a GPU engine keeps vLLM's processes
+    kwargs = in_process_engine_kwargs(cpu)
+    assert kwargs["distributed_executor_backend"] == "uni"
+    assert in_process_env(cpu) == {**cpu.engine_env, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     assert "distributed_executor_backend" not in vllm_engine_kwargs(PRESETS["vllm-cpu-smollm2"])  # Serve LLM's
     with pytest.raises(ValidationError, match="tensor_parallel_size and pipeline_parallel_size must be 1"):
         VLLMConfig(name="x", model="m", single_process=True, tensor_parallel_size=2)
@@ -68,7 +69,7 @@ def test_sampling_constrains_json_only_where_asked():
 
 @pytest.mark.vllm
 @requires_vllm
-def test_presets_and_the_paper_config_use_only_options_the_installed_vllm_accepts(monkeypatch):
+def test_presets_and_the_paper_config_use_only_options_the_installed_vllm_accepts():
     import dataclasses
 
     import vllm
@@ -82,7 +83,6 @@ def test_presets_and_the_paper_config_use_only_options_the_installed_vllm_accept
     paper = load_config(str(ROOT / "configs/paper_table3.yaml")).generator
     local_model = model_source(PRESETS["vllm-cpu-smollm2"])
     configs = [p for p in PRESETS.values() if p.engine == "vllm" and p.model not in PACKAGED_MODELS]
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     single = in_process_engine_kwargs(PRESETS["vllm-cpu-smollm2"])
     assert set(single) <= engine_fields and single["distributed_executor_backend"] in ("uni", "mp", "ray")
     for config in [*configs, paper]:
