@@ -25,6 +25,7 @@ from ray_jobs.common import count_loads_on_meter, report, use_held_cpus
 from ray_jobs.table_blocks import input_tasks
 from t2rag.config import RunConfig
 from t2rag.resources import Resources
+from t2rag.retrieval.hashing_embedder import HASHING_MODEL
 from t2rag.stages import STAGES, built
 from t2rag.stages.base import groups, run_chain
 
@@ -71,9 +72,12 @@ TOKENIZER_OF = {"embed_queries": "tokenize_queries", "embed_passages": "tokenize
 
 def with_cpu_tokenizing(stages: tuple[str, ...], config: RunConfig) -> tuple[str, ...]:
     """The stages with each embedding stage's tokenizing put in front of it, when tokenizing runs on CPU actors
-    (by default when the embedding actors hold GPUs)."""
+    (by default when the embedding actors hold GPUs). The hashing embedder has no tokenizer: nothing to put."""
     on_cpu = config.ray.tokenize_on_cpu
-    if not (config.ray.embed_gpus > 0 if on_cpu is None else on_cpu):
+    if (
+        not (config.ray.embed_gpus > 0 if on_cpu is None else on_cpu)
+        or config.retrieval.embedder.model == HASHING_MODEL
+    ):
         return stages
     return tuple(name for stage in stages for name in (*_tokenizer_of(stage), stage))
 

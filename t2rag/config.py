@@ -66,7 +66,7 @@ class RayConfig(BaseModel):
     #: and embed a question once for all methods.
     embed_batch_size: int = Field(512, ge=1)
     #: Tokenize for the embedder on CPU actors in front of the embedding actors, so a GPU never waits on a
-    #: tokenizer. None: when embedding actors hold GPUs.
+    #: tokenizer. None: when embedding actors hold GPUs. Never for the hashing embedder, which has no tokenizer.
     tokenize_on_cpu: bool | None = None
     #: Each holds 1 CPU and tokenizes on one thread.
     tokenize_actors: int = Field(2, ge=1)

@@ -89,7 +89,7 @@ def cluster_keeper() -> Iterator[ClusterKeeper]:
 #: The run config's `retrieval` fields of the tests whose subject is not a model's vectors (where stages run, what
 #: they store, which chain ranks a row, what a grade does): the hashing embedder gives dense retrieval real LanceDB
 #: tables and rankings of the real text without loading MiniLM. all-MiniLM-L6-v2 still embeds on Ray in
-#: test_evaluate.py's GPU-tokenizing test, test_node_loss.py, the GPU-node placement test and the embedder ablation.
+#: test_evaluate.py's GPU-tokenizing test, the GPU-node placement test (test_cluster.py) and the embedder ablation.
 HASHING = {"embedder": {"model": "hashing"}}
 
 

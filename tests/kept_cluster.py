@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 #: The fixtures that hand out a kept cluster, in the order their tests run (each group one cluster).
-KEPT_CLUSTER_FIXTURES = ("ray_local", "serve_url")
+KEPT_CLUSTER_FIXTURES = ("ray_local", "worker_nodes", "serve_url")
 
 
 class ClusterKeeper:

@@ -23,9 +23,9 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_embedding_actors_run_on_the_gpu_nodes(tiny_data, tmp_path):
-    import ray
-    from ray.cluster_utils import Cluster
+def test_embedding_actors_run_on_the_gpu_nodes(worker_nodes, tiny_data, tmp_path):
+    """all-MiniLM-L6-v2 embeds a corpus on the kept cluster of a head and two workers that declare a GPU each: one
+    embedding actor per GPU node, none on the head."""
     from ray.util.state import list_actors
 
     from ray_jobs.build_index import embed_corpus
@@ -33,33 +33,23 @@ def test_embedding_actors_run_on_the_gpu_nodes(tiny_data, tmp_path):
     from t2rag.config import load_config
     from t2rag.resources import Resources
 
-    ray.shutdown()
-    store = 200 * 2**20
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": store})
-    gpu_nodes = [cluster.add_node(num_cpus=2, num_gpus=1, object_store_memory=store) for _ in range(2)]
-    try:
-        ray.init(address=cluster.address)
-        ray.data.DataContext.get_current().enable_progress_bars = False
-        assert input_tasks() is None  # several nodes: input tasks as Ray Data chooses, unbounded by this machine
-        config = load_config(
-            None,
-            {
-                "data": {"source": tiny_data},
-                "out": str(tmp_path),
-                "ray": {"embed_actors": 2, "embed_gpus": 1, "embed_batch_size": 2},
-            },
-        )
-        corpus = Resources(config).corpus("FinQA")
-        vectors = embed_corpus(config, corpus)
-        assert vectors.shape == (len(corpus), 384)
-        gpu_node_ids = {n.node_id for n in gpu_nodes}
-        actors = [a for a in list_actors(detail=True) if "EmbedPassages" in (a.class_name or "")]
-        assert actors, "no embedding actors were recorded"
-        assert {a.node_id for a in actors} <= gpu_node_ids  # never on the CPU-only head
-        assert len({a.node_id for a in actors}) == 2  # one actor per GPU node
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    nodes = worker_nodes.exactly(2)
+    assert input_tasks() is None  # several nodes: input tasks as Ray Data chooses, unbounded by this machine
+    config = load_config(
+        None,
+        {
+            "data": {"source": tiny_data},
+            "out": str(tmp_path),
+            "ray": {"embed_actors": 2, "embed_gpus": 1, "embed_batch_size": 2},
+        },
+    )
+    corpus = Resources(config).corpus("FinQA")
+    vectors = embed_corpus(config, corpus)
+    assert vectors.shape == (len(corpus), 384)
+    actors = [a for a in list_actors(detail=True) if "EmbedPassages" in (a.class_name or "")]
+    assert actors, "no embedding actors were recorded"
+    assert {a.node_id for a in actors} <= {w.node_id for w in nodes.workers}  # never on the head
+    assert len({a.node_id for a in actors}) == 2  # one actor per GPU node
 
 
 @pytest.fixture

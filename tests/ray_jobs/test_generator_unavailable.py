@@ -1,6 +1,7 @@
 """A run whose generator can never come back ends within `ray.generator_restart_s` with one line that says so.
 
-A head with no CPUs and one worker (8 CPUs, 1 declared GPU) on loopback; while the generator replica holds a batch,
+The kept `worker_nodes` cluster with one worker left: a head with no CPUs and one worker (8 CPUs, 1 declared GPU) on
+loopback; while the generator replica holds a batch,
 the worker goes (no graceful shutdown) and none replaces it, so no node can hold a replica again. The run (through
 `ray_jobs.evaluate`'s entry point, as `ray job submit` runs it) must exit 2 with one error line naming what a
 replica needs, instead of waiting forever. The scripted OpenAI-compatible server answers, each answer taking 2 s:
@@ -20,41 +21,20 @@ import pytest
 import yaml
 
 from ray_jobs import evaluate
-from tests.ray_jobs.test_node_loss import HEAD, WORKER, _overrides, _worker_holding_the_generator
+from tests.ray_jobs.test_node_loss import _overrides, _worker_holding_the_generator
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def one_worker(tmp_path, monkeypatch):
-    import ray
-    from ray.cluster_utils import Cluster
-
-    from ray_jobs.ray_private import allow_clusters_on_one_host
-
-    monkeypatch.setenv("T2RAG_CACHE", str(tmp_path / "t2rag-cache"))  # nothing cached: the replica must generate
-    ray.shutdown()
-    allow_clusters_on_one_host()
-    cluster = Cluster(initialize_head=True, head_node_args=HEAD)
-    ray.init(address=cluster.address)  # on the head's raylet, which stays
-    worker = cluster.add_node(**WORKER)
-    cluster.wait_for_nodes()
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    try:
-        yield cluster, [worker]
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-
-
 def test_a_generator_that_cannot_come_back_ends_the_run_with_one_line(
-    one_worker, tiny_data, tmp_path, recorded_services, answering_slowly
+    worker_nodes, tiny_data, tmp_path, recorded_services, answering_slowly
 ):
-    c, workers = one_worker
-    overrides = _overrides(tiny_data, tmp_path / "run", tmp_path / "index", 4, True, generator=answering_slowly,
+    nodes = worker_nodes.exactly(1)
+    # A sampling seed no other run uses: nothing is in the session's generation cache, so the replica must generate.
+    overrides = _overrides(tiny_data, tmp_path / "run", tmp_path / "index", 5404, True, generator=answering_slowly,
                            generator_restart_s=15)  # fmt: skip
     # bm25 and oracle only: what is tested is a replica that cannot come back, not dense retrieval (whose embedding
-    # and tokenizing actors, MiniLM in each, run on this cluster shape in test_node_loss.py)
+    # and tokenizing actors, MiniLM in each, run on this cluster shape in test_cluster.py)
     overrides.update(methods=["bm25", "oracle"], retrieval_only_methods=["bm25"])
     config_path = tmp_path / "run.yaml"
     config_path.write_text(yaml.safe_dump(overrides), encoding="utf-8")
@@ -66,8 +46,8 @@ def test_a_generator_that_cannot_come_back_ends_the_run_with_one_line(
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    lost = _worker_holding_the_generator(c, workers, "mid_batch", recorded_services, time.monotonic() + 300)
-    c.remove_node(lost, allow_graceful=False)
+    lost = _worker_holding_the_generator(nodes, "mid_batch", recorded_services, time.monotonic() + 300)
+    nodes.remove_worker(lost)
     removed = time.monotonic()
     thread.join(timeout=240)
     if thread.is_alive():

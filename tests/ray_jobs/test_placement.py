@@ -54,6 +54,9 @@ def test_ray_tokenizes_for_gpu_embedding_actors_on_cpu_actors(tmp_path):
     forced = load_config(None, {"out": str(tmp_path), "ray": {"tokenize_on_cpu": True}})
     assert pool_for(KINDS["tokenize_queries"], forced).gpus == 0
     assert with_cpu_tokenizing(DENSE, forced) == ("tokenize_queries", *DENSE)
+    hashing = {"out": str(tmp_path), "retrieval": {"embedder": {"model": "hashing"}}}
+    for ray in ({"embed_gpus": 1}, {"tokenize_on_cpu": True}):  # no tokenizer to run ahead
+        assert with_cpu_tokenizing(DENSE, load_config(None, {**hashing, "ray": ray})) == DENSE
 
 
 def test_ray_gives_each_shard_of_a_sharded_retrieval_its_own_pool(tmp_path):
