@@ -34,6 +34,7 @@ def test_embedding_actors_run_on_the_gpu_nodes(worker_nodes, tiny_data, tmp_path
     from t2rag.resources import Resources
 
     nodes = worker_nodes.exactly(2)
+    earlier = {a.actor_id for a in list_actors(detail=True)}  # the kept cluster's actors of earlier tests
     assert input_tasks() is None  # several nodes: input tasks as Ray Data chooses, unbounded by this machine
     config = load_config(
         None,
@@ -47,6 +48,7 @@ def test_embedding_actors_run_on_the_gpu_nodes(worker_nodes, tiny_data, tmp_path
     vectors = embed_corpus(config, corpus)
     assert vectors.shape == (len(corpus), 384)
     actors = [a for a in list_actors(detail=True) if "EmbedPassages" in (a.class_name or "")]
+    actors = [a for a in actors if a.actor_id not in earlier]
     assert actors, "no embedding actors were recorded"
     assert {a.node_id for a in actors} <= {w.node_id for w in nodes.workers}  # never on the head
     assert len({a.node_id for a in actors}) == 2  # one actor per GPU node

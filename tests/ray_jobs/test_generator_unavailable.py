@@ -1,11 +1,11 @@
 """A run whose generator can never come back ends within `ray.generator_restart_s` with one line that says so.
 
 The kept `worker_nodes` cluster with one worker left: a head with no CPUs and one worker (8 CPUs, 1 declared GPU) on
-loopback; while the generator replica holds a batch,
-the worker goes (no graceful shutdown) and none replaces it, so no node can hold a replica again. The run (through
-`ray_jobs.evaluate`'s entry point, as `ray job submit` runs it) must exit 2 with one error line naming what a
-replica needs, instead of waiting forever. The scripted OpenAI-compatible server answers, each answer taking 2 s:
-what is tested is a replica that cannot come back, not a model's answer.
+loopback; while the generator replica holds a batch, the worker goes (no graceful shutdown) and none replaces it, so
+no node can hold a replica again. The run (through `ray_jobs.evaluate`'s entry point, as `ray job submit` runs it)
+must exit 2 with one error line naming what a replica needs, instead of waiting forever. The scripted
+OpenAI-compatible server answers, each answer taking 2 s: what is tested is a replica that cannot come back, not a
+model's answer.
 """
 
 from __future__ import annotations
