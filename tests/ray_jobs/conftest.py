@@ -19,7 +19,7 @@ import pytest
 STORE = 300 * 2**20
 #: A worker node of `worker_nodes`: 8 logical CPUs and 1 declared GPU, as a GPU node's share of a cluster.
 WORKER = {"num_cpus": 8, "num_gpus": 1, "object_store_memory": STORE}
-#: Its head: no CPUs, so the driver (and Ray Data's meter) run there and every actor and task on the workers.
+#: Its head: no CPUs, so the driver and the run's stage meter run there and every other actor and task on the workers.
 HEAD = {"num_cpus": 0, "object_store_memory": STORE}
 
 
