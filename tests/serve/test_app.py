@@ -1,8 +1,8 @@
 """The real Serve app on loopback: answers, rankings equal to the in-process core, bad input, timeouts, replica loss.
 
-One Ray instance and four applications per module. `rag` serves the first 100 FinQA questions of the bundled sample
-(94 contexts, so the dense index builds in seconds) with bm25 and base, and SmolLM2-135M as the generator with a
-short system prompt and contexts cut to 800 characters (the wiring is under test, not answer quality). `slow` has a
+Four applications on the kept Serve cluster. `rag` is the one `test_openai.py` also drives (`rag_app` in
+tests/serve/conftest.py: the first 100 FinQA questions of the bundled sample with bm25, base, pretrained_only and
+oracle, SmolLM2-135M as the generator, behind an API key, which every request here sends). `slow` has a
 generator that never answers within its 1 s timeout and room for one request at a time (one running, one queued at
 the proxy); `late` has one that never finishes starting; `numbers` has one that always answers the same number, so
 the path from a generation to a served prediction is checked with a number in it.
@@ -21,10 +21,10 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from tests.serve.conftest import KEY, SUBSET, wait_until_running
+
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
-SUBSET = "FinQA"
-ROWS = 100
 QUESTION_COUNT = 4
 ONE_LINE_MAX = 400
 LATE = "/late"
@@ -32,37 +32,10 @@ NUMBERS = "/numbers"
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The first ROWS FinQA questions of the bundled sample, in the hub layout."""
-    from tests.conftest import real_table, write_layout
-
-    return str(write_layout(tmp_path_factory.mktemp("finqa"), {SUBSET: real_table(SUBSET).slice(0, ROWS)}))
-
-
-@pytest.fixture(scope="module")
-def settings(data_dir, short_system_prompt):
-    from serve.settings import ServeSettings
-
-    return ServeSettings(
-        data=data_dir,
-        subsets=[SUBSET],
-        methods=["pretrained_only", "oracle", "bm25", "base"],
-        generator={"preset": "smollm2-135m", "n_ctx": 2048, "n_threads": 1, "sampling": {"max_tokens": 64}},
-        overrides={
-            "prompts": {"max_context_chars": 800, "answer_system": short_system_prompt},
-            "retrieval": {"k": 4},  # what a request without k gets (not the schema's 3 of old)
-        },
-        retrieval_timeout_s=20,
-        generation_timeout_s=90,
-        body_timeout_s=2,
-    )
-
-
-@pytest.fixture(scope="module")
-def questions(settings) -> list[dict]:
+def questions(rag_settings) -> list[dict]:
     from t2rag.data import load_questions
 
-    rows = load_questions(settings.data, [SUBSET]).scored().slice(0, QUESTION_COUNT).to_pylist()
+    rows = load_questions(rag_settings.data, [SUBSET]).scored().slice(0, QUESTION_COUNT).to_pylist()
     return [{"question": r["question"], "context_id": r["context_id"]} for r in rows]
 
 
@@ -86,21 +59,6 @@ def _in_process_rankings(settings, questions) -> dict[str, tuple[list, list]]:
     return out
 
 
-def _wait_until_running(names: list[str], timeout_s: float) -> None:
-    from ray import serve
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        apps = serve.status().applications
-        states = {name: apps[name].status if name in apps else "MISSING" for name in names}
-        if all(state == "RUNNING" for state in states.values()):
-            return
-        failed = {n: apps[n].message for n, s in states.items() if s == "DEPLOY_FAILED"}
-        assert not failed, f"deploy failed: {failed}"
-        assert time.monotonic() < deadline, f"not running after {timeout_s} s: {states}"
-        time.sleep(0.5)
-
-
 def _wait_until_live(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while httpx.get(f"{url}/health", timeout=10).status_code != 200:
@@ -109,8 +67,9 @@ def _wait_until_live(url: str, timeout_s: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(serve_url, settings, questions) -> Iterator[dict]:
-    """The apps on the kept Serve cluster, plus the in-process rankings (computed while the replicas start)."""
+def served(rag_app, rag_settings, questions) -> Iterator[dict]:
+    """The shared rag app and this module's three on the kept Serve cluster, plus the in-process rankings (computed
+    while the replicas start)."""
     from ray import serve
 
     from serve.app import compose
@@ -119,7 +78,7 @@ def served(serve_url, settings, questions) -> Iterator[dict]:
     from .faults import NeverReadyGenerator, ScriptedGenerator, StalledGenerator
 
     stalled = ServeSettings(
-        data=settings.data,
+        data=rag_settings.data,
         subsets=[SUBSET],
         methods=["pretrained_only"],
         generation_timeout_s=1.0,
@@ -129,12 +88,11 @@ def served(serve_url, settings, questions) -> Iterator[dict]:
     )
     serve.run_many(
         [
-            serve.RunTarget(compose(settings), name="rag", route_prefix="/"),
             serve.RunTarget(compose(stalled, generator=StalledGenerator.bind()), name="slow", route_prefix="/slow"),
             serve.RunTarget(compose(stalled, generator=NeverReadyGenerator.bind()), name="late", route_prefix=LATE),
             serve.RunTarget(
                 compose(
-                    settings.model_copy(update={"methods": ["oracle", "bm25"]}), generator=ScriptedGenerator.bind()
+                    rag_settings.model_copy(update={"methods": ["oracle", "bm25"]}), generator=ScriptedGenerator.bind()
                 ),
                 name="numbers",
                 route_prefix=NUMBERS,
@@ -142,11 +100,11 @@ def served(serve_url, settings, questions) -> Iterator[dict]:
         ],
         wait_for_applications_running=False,
     )
-    rankings = _in_process_rankings(settings, questions)
-    _wait_until_running(["rag", "slow", "numbers"], timeout_s=300)
-    _wait_until_live(f"{serve_url}{LATE}", timeout_s=120)
-    yield {"url": serve_url, "reference": rankings}
-    for name in ("rag", "slow", "late", "numbers"):
+    rankings = _in_process_rankings(rag_settings, questions)
+    wait_until_running(["rag", "slow", "numbers"], timeout_s=300)
+    _wait_until_live(f"{rag_app}{LATE}", timeout_s=120)
+    yield {"url": rag_app, "reference": rankings}
+    for name in ("slow", "late", "numbers"):
         serve.delete(name)
 
 
@@ -157,7 +115,7 @@ def reference(served) -> dict[str, tuple[list, list]]:
 
 @pytest.fixture(scope="module")
 def client(served) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served["url"], timeout=120) as c:
+    with httpx.Client(base_url=served["url"], timeout=120, headers={"Authorization": f"Bearer {KEY}"}) as c:
         yield c
 
 
@@ -380,7 +338,8 @@ def test_a_prompt_longer_than_the_window_is_a_422(client):
 def test_a_body_shorter_than_its_content_length_is_a_408_in_bounded_time(served):
     host, port = served["url"].removeprefix("http://").split(":")
     started = time.monotonic()
-    head = f"POST /retrieve HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n"
+    head = (f"POST /retrieve HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 500\r\n")  # fmt: skip
     with socket.create_connection((host, int(port)), timeout=30) as conn:
         conn.sendall(head.encode() + b'\r\n{"question": ')
         reply = b""

@@ -1,51 +1,36 @@
 """The served RAG through the official `openai` client, unchanged, and through LangChain's ChatOpenAI.
 
-The app serves the first 60 FinQA questions of the bundled sample with bm25, base, pretrained_only and oracle, and
-SmolLM2-135M (llama.cpp) as the generator, behind an API key.
+The app is the rag app `test_app.py` also drives (`rag_app` in tests/serve/conftest.py): the first 100 FinQA
+questions of the bundled sample with bm25, base, pretrained_only and oracle, SmolLM2-135M (llama.cpp) as the
+generator, 4 contexts by default, behind an API key.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
 from t2rag.answer.readable import number_text
+from tests.serve.conftest import KEY, SUBSET, wait_until_running
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
-SUBSET = "FinQA"
-KEY = "test-key-of-the-served-rag"
+#: What a request without k gets: the rag app's retrieval.k.
+K = 4
 
 
 @pytest.fixture(scope="module")
-def served(serve_url, tmp_path_factory, short_system_prompt) -> Iterator[dict]:
-    from pydantic import SecretStr
-    from ray import serve
-
-    from serve.app import compose
-    from serve.settings import ServeSettings
+def served(rag_app, rag_settings) -> dict:
+    """The shared rag app, running, and the first three of its questions."""
     from t2rag.data import load_questions
-    from tests.conftest import real_table, write_layout
 
-    data = str(write_layout(tmp_path_factory.mktemp("finqa"), {SUBSET: real_table(SUBSET).slice(0, 60)}))
-    settings = ServeSettings(
-        data=data,
-        subsets=[SUBSET],
-        methods=["pretrained_only", "oracle", "bm25", "base"],
-        generator={"preset": "smollm2-135m", "n_ctx": 2048, "n_threads": 1, "sampling": {"max_tokens": 48}},
-        overrides={"prompts": {"max_context_chars": 600, "answer_system": short_system_prompt}},
-        generation_timeout_s=120,
-        api_key=SecretStr(KEY),
-    )
-    serve.run(compose(settings), name="rag", route_prefix="/")
-    rows = load_questions(data, [SUBSET]).scored().slice(0, 3).to_pylist()
-    yield {"url": serve_url, "questions": rows, "settings": settings}
-    serve.delete("rag")
+    wait_until_running(["rag"], timeout_s=300)
+    rows = load_questions(rag_settings.data, [SUBSET]).scored().slice(0, 3).to_pylist()
+    return {"url": rag_app, "questions": rows, "settings": rag_settings}
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +57,7 @@ def test_a_chat_completion_answers_with_the_rag_parts_beside(client, served):
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
     assert reply.usage.prompt_tokens_details.cached_tokens == 0  # the served llama.cpp evaluates each prompt afresh
     rag = reply.model_extra["t2rag"]
-    assert rag["method"] == "bm25" and rag["corpus"] == SUBSET and len(rag["contexts"]) == 3
+    assert rag["method"] == "bm25" and rag["corpus"] == SUBSET and len(rag["contexts"]) == K
     assert all(c["subset"] == SUBSET and "text" not in c for c in rag["contexts"])
     # The reply ends with the parsed answer, whether or not a number could be read.
     stated = choice.message.content.rstrip().rsplit("Answer: ", 1)[-1]
@@ -105,7 +90,7 @@ def test_the_streamed_reply_is_the_reply_in_pieces(client, served):
     assert "".join(pieces) == whole.choices[0].message.content  # greedy decoding: the same answer
     assert finish == whole.choices[0].finish_reason and usage is not None and usage.completion_tokens > 0
     assert arrivals[0] < arrivals[-1] - 0.5  # the first chunk (with the contexts) comes before generation ends
-    assert len(extensions[0]["contexts"]) == 3 and "prediction_source" in extensions[-1]
+    assert len(extensions[0]["contexts"]) == K and "prediction_source" in extensions[-1]
 
 
 def test_max_tokens_one_is_cut_at_length(client, served):
@@ -179,7 +164,7 @@ def test_the_chat_route_ranks_and_answers_as_the_core(client, served):
         ranked = engine.apply(get_method("bm25").stages, batch).column("context_ids").to_pylist()
     for question, ids in zip(questions, ranked, strict=True):
         rag = client.chat.completions.create(model="bm25", messages=_ask(question)).model_extra["t2rag"]
-        assert [c["context_id"] for c in rag["contexts"]] == ids[:3]
+        assert [c["context_id"] for c in rag["contexts"]] == ids[:K]
         answer = httpx.post(
             f"{served['url']}/answer", json={"method": "bm25", "question": question}, headers=_auth(KEY), timeout=180
         ).json()
