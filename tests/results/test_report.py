@@ -14,6 +14,7 @@ from t2rag.pipeline.records import write_records
 from t2rag.results.numbers import wilson_interval
 from t2rag.results.records import read_records, to_records
 from t2rag.results.report import ABLATION_COMPONENTS, write_report
+from tests.conftest import HASHING
 
 
 def test_ablation_table_marks_components_and_matches_the_summary(tmp_path) -> None:
@@ -95,15 +96,15 @@ def test_report_has_intervals_curves_the_paper_beside_and_plots(tmp_path) -> Non
 
 
 def test_report_prints_the_paper_beside_a_real_run(capsys, tmp_path, mini_data) -> None:
-    """A retrieval run of real dev questions (those of 25 contexts per subset: the dense methods embed in seconds):
-    every compared cell of a paper method has the paper's value for both generators, under the list of setting
-    differences, printed by `t2rag report`."""
+    """A retrieval run of real dev questions (those of 25 contexts per subset; the dense methods with the hashing
+    embedder: the report is under test, not a model's vectors): every compared cell of a paper method has the
+    paper's value for both generators, under the list of setting differences, printed by `t2rag report`."""
     fields = {"methods": ["bm25", "base", "hybrid_bm25"], "retrieval_only": True, "out": str(tmp_path),
-              "data": {"source": mini_data}}  # fmt: skip
+              "data": {"source": mini_data}, "retrieval": HASHING}  # fmt: skip
     result = run_local(load_config(None, fields))
     assert main(["report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "embedder all-MiniLM-L6-v2 (paper: intfloat/multilingual-e5-large-instruct)" in out
+    assert "embedder hashing (paper: intfloat/multilingual-e5-large-instruct)" in out
     assert "FinQA: dev split(s), 79 questions over 25 contexts (paper: all splits, 8,281 over 2,789)" in out
     assert "subsets FinQA, TAT-DQA (paper: also ConvFinQA, VQAonBD;" in out
 
