@@ -18,6 +18,8 @@ SUBSET = "FinQA"
 ROWS = 100
 #: The bearer key the rag app requires.
 KEY = "test-key-of-the-served-rag"
+#: How many contexts the rag app retrieves for a request without k (its run config's retrieval.k, not the schema's 3).
+DEFAULT_K = 4
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +33,7 @@ def serve_url(cluster_keeper) -> str:
 def rag_settings(tmp_path_factory, short_system_prompt):
     """The rag app's settings: bm25, base, pretrained_only and oracle over the first ROWS FinQA questions, SmolLM2-135M
     (llama.cpp) as the generator with a short system prompt and contexts cut to 400 characters (the wiring is under
-    test, not answer quality), k = 4 by default, a 2 s body timeout, behind KEY."""
+    test, not answer quality), DEFAULT_K contexts by default, a 2 s body timeout, behind KEY."""
     from pydantic import SecretStr
 
     from serve.settings import ServeSettings
@@ -45,7 +47,7 @@ def rag_settings(tmp_path_factory, short_system_prompt):
         generator={"preset": "smollm2-135m", "n_ctx": 2048, "n_threads": 1, "sampling": {"max_tokens": 48}},
         overrides={
             "prompts": {"max_context_chars": 400, "answer_system": short_system_prompt},
-            "retrieval": {"k": 4},  # what a request without k gets (not the schema's 3 of old)
+            "retrieval": {"k": DEFAULT_K},
         },
         retrieval_timeout_s=20,
         generation_timeout_s=120,

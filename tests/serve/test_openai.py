@@ -15,12 +15,9 @@ import openai
 import pytest
 
 from t2rag.answer.readable import number_text
-from tests.serve.conftest import KEY, SUBSET, wait_until_running
+from tests.serve.conftest import DEFAULT_K, KEY, SUBSET, wait_until_running
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
-
-#: What a request without k gets: the rag app's retrieval.k.
-K = 4
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +54,7 @@ def test_a_chat_completion_answers_with_the_rag_parts_beside(client, served):
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
     assert reply.usage.prompt_tokens_details.cached_tokens == 0  # the served llama.cpp evaluates each prompt afresh
     rag = reply.model_extra["t2rag"]
-    assert rag["method"] == "bm25" and rag["corpus"] == SUBSET and len(rag["contexts"]) == K
+    assert rag["method"] == "bm25" and rag["corpus"] == SUBSET and len(rag["contexts"]) == DEFAULT_K
     assert all(c["subset"] == SUBSET and "text" not in c for c in rag["contexts"])
     # The reply ends with the parsed answer, whether or not a number could be read.
     stated = choice.message.content.rstrip().rsplit("Answer: ", 1)[-1]
@@ -90,7 +87,7 @@ def test_the_streamed_reply_is_the_reply_in_pieces(client, served):
     assert "".join(pieces) == whole.choices[0].message.content  # greedy decoding: the same answer
     assert finish == whole.choices[0].finish_reason and usage is not None and usage.completion_tokens > 0
     assert arrivals[0] < arrivals[-1] - 0.5  # the first chunk (with the contexts) comes before generation ends
-    assert len(extensions[0]["contexts"]) == K and "prediction_source" in extensions[-1]
+    assert len(extensions[0]["contexts"]) == DEFAULT_K and "prediction_source" in extensions[-1]
 
 
 def test_max_tokens_one_is_cut_at_length(client, served):
@@ -164,7 +161,7 @@ def test_the_chat_route_ranks_and_answers_as_the_core(client, served):
         ranked = engine.apply(get_method("bm25").stages, batch).column("context_ids").to_pylist()
     for question, ids in zip(questions, ranked, strict=True):
         rag = client.chat.completions.create(model="bm25", messages=_ask(question)).model_extra["t2rag"]
-        assert [c["context_id"] for c in rag["contexts"]] == ids[:K]
+        assert [c["context_id"] for c in rag["contexts"]] == ids[:DEFAULT_K]
         answer = httpx.post(
             f"{served['url']}/answer", json={"method": "bm25", "question": question}, headers=_auth(KEY), timeout=180
         ).json()
