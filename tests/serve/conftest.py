@@ -8,6 +8,8 @@ Generator, each loading its models.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.serve import serve_on_loopback
@@ -18,6 +20,8 @@ SUBSET = "FinQA"
 ROWS = 100
 #: The bearer key the rag app requires.
 KEY = "test-key-of-the-served-rag"
+#: How many of the rag app's questions its tests ask (`rag_questions`).
+QUESTION_COUNT = 4
 #: How many contexts the rag app retrieves for a request without k (its run config's retrieval.k, not the schema's 3).
 DEFAULT_K = 4
 
@@ -57,6 +61,15 @@ def rag_settings(tmp_path_factory, short_system_prompt):
 
 
 @pytest.fixture(scope="session")
+def rag_questions(rag_settings) -> list[dict]:
+    """The first QUESTION_COUNT scored questions the rag app serves: their text and gold context id."""
+    from t2rag.data import load_questions
+
+    rows = load_questions(rag_settings.data, [SUBSET]).scored().slice(0, QUESTION_COUNT).to_pylist()
+    return [{"question": r["question"], "context_id": r["context_id"]} for r in rows]
+
+
+@pytest.fixture(scope="session")
 def rag_app(serve_url, rag_settings) -> str:
     """The rag app deployed on the kept cluster (without waiting for it: a module starts what else it needs, then
     waits with `wait_until_running`); returns the base URL. It goes with the cluster (Serve's shutdown)."""
@@ -71,8 +84,6 @@ def rag_app(serve_url, rag_settings) -> str:
 
 def wait_until_running(names: list[str], timeout_s: float) -> None:
     """Wait until Serve runs every named app; fails at once on a failed deploy."""
-    import time
-
     from ray import serve
 
     deadline = time.monotonic() + timeout_s

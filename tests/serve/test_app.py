@@ -25,18 +25,9 @@ from tests.serve.conftest import KEY, SUBSET, wait_until_running
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
-QUESTION_COUNT = 4
 ONE_LINE_MAX = 400
 LATE = "/late"
 NUMBERS = "/numbers"
-
-
-@pytest.fixture(scope="module")
-def questions(rag_settings) -> list[dict]:
-    from t2rag.data import load_questions
-
-    rows = load_questions(rag_settings.data, [SUBSET]).scored().slice(0, QUESTION_COUNT).to_pylist()
-    return [{"question": r["question"], "context_id": r["context_id"]} for r in rows]
 
 
 def _in_process_rankings(settings, questions) -> dict[str, tuple[list, list]]:
@@ -67,7 +58,7 @@ def _wait_until_live(url: str, timeout_s: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(rag_app, rag_settings, questions) -> Iterator[dict]:
+def served(rag_app, rag_settings, rag_questions) -> Iterator[dict]:
     """The shared rag app and this module's three on the kept Serve cluster, plus the in-process rankings (computed
     while the replicas start)."""
     from ray import serve
@@ -100,7 +91,7 @@ def served(rag_app, rag_settings, questions) -> Iterator[dict]:
         ],
         wait_for_applications_running=False,
     )
-    rankings = _in_process_rankings(rag_settings, questions)
+    rankings = _in_process_rankings(rag_settings, rag_questions)
     wait_until_running(["rag", "slow", "numbers"], timeout_s=300)
     _wait_until_live(f"{rag_app}{LATE}", timeout_s=120)
     yield {"url": rag_app, "reference": rankings}
@@ -171,11 +162,11 @@ def test_openapi_documents_every_route(client):
 
 
 @pytest.mark.parametrize("method", ["bm25", "base"])
-def test_retrieve_ranks_like_the_in_process_core(client, questions, reference, method):
+def test_retrieve_ranks_like_the_in_process_core(client, rag_questions, reference, method):
     ids, scores = reference[method]
     bodies = [
         {"question": q["question"], "method": method, "k": 3, "corpus": SUBSET, "with_text": i % 2 == 0}
-        for i, q in enumerate(questions)
+        for i, q in enumerate(rag_questions)
     ]
     with ThreadPoolExecutor(len(bodies)) as pool:  # concurrent, so the replica batches them
         responses = list(pool.map(lambda body: client.post("/retrieve", json=body), bodies))
@@ -190,8 +181,8 @@ def test_retrieve_ranks_like_the_in_process_core(client, questions, reference, m
         assert {"queue", "retrieve", "total"} <= set(timing) and float(timing["total"]) > 0
 
 
-def test_retrieve_defaults_to_the_configs_k_and_the_loaded_corpus(client, questions, reference):
-    response = client.post("/retrieve", json={"question": questions[0]["question"], "method": "bm25"})
+def test_retrieve_defaults_to_the_configs_k_and_the_loaded_corpus(client, rag_questions, reference):
+    response = client.post("/retrieve", json={"question": rag_questions[0]["question"], "method": "bm25"})
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["corpus"] == SUBSET and [c["context_id"] for c in body["contexts"]] == reference["bm25"][0][0][:4]
@@ -219,14 +210,14 @@ def _check_answer(body: dict, method: str, n_contexts: int) -> None:
     assert 0 <= timings["retrieval_s"] <= timings["total_s"] and 0 < timings["generation_s"] <= timings["total_s"]
 
 
-def test_answer_with_retrieval(client, questions):
-    response = client.post("/answer", json={"question": questions[0]["question"], "method": "bm25", "k": 1})
+def test_answer_with_retrieval(client, rag_questions):
+    response = client.post("/answer", json={"question": rag_questions[0]["question"], "method": "bm25", "k": 1})
     assert response.status_code == 200, response.text
     _check_answer(response.json(), "bm25", 1)
 
 
-def test_answer_oracle_reads_the_given_context(client, questions):
-    q = questions[2]
+def test_answer_oracle_reads_the_given_context(client, rag_questions):
+    q = rag_questions[2]
     body = {"question": q["question"], "method": "oracle", "context_id": q["context_id"]}
     response = client.post("/answer", json=body)
     assert response.status_code == 200, response.text
@@ -235,12 +226,12 @@ def test_answer_oracle_reads_the_given_context(client, questions):
     assert answer["contexts"][0]["context_id"] == q["context_id"] and answer["contexts"][0]["score"] is None
 
 
-def test_a_generated_number_is_the_served_prediction(client, questions):
+def test_a_generated_number_is_the_served_prediction(client, rag_questions):
     """With a generator that answers a known number, /answer (retrieval and oracle) and the chat route serve it: a
     prediction dropped or read from anything but the generation fails here."""
     from .faults import SCRIPTED_ANSWER, SCRIPTED_NUMBER
 
-    q = questions[1]
+    q = rag_questions[1]
     for body, n_contexts in (
         ({"question": q["question"], "method": "bm25"}, 4),
         ({"question": q["question"], "method": "oracle", "context_id": q["context_id"]}, 1),
@@ -406,10 +397,10 @@ def _replicas(app: str, deployment: str) -> set[str]:
     }
 
 
-def test_a_killed_ingress_replica_is_replaced(client, questions):
+def test_a_killed_ingress_replica_is_replaced(client, rag_questions):
     import ray
 
-    body = {"question": questions[3]["question"], "method": "bm25", "k": 2}
+    body = {"question": rag_questions[3]["question"], "method": "bm25", "k": 2}
     expected = client.post("/retrieve", json=body).json()
     before = _replicas("rag", "Ingress")
     assert len(before) == 1

@@ -21,13 +21,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
 
 @pytest.fixture(scope="module")
-def served(rag_app, rag_settings) -> dict:
+def served(rag_app, rag_settings, rag_questions) -> dict:
     """The shared rag app, running, and the first three of its questions."""
-    from t2rag.data import load_questions
-
     wait_until_running(["rag"], timeout_s=300)
-    rows = load_questions(rag_settings.data, [SUBSET]).scored().slice(0, 3).to_pylist()
-    return {"url": rag_app, "questions": rows, "settings": rag_settings}
+    return {"url": rag_app, "questions": rag_questions[:3], "settings": rag_settings}
 
 
 @pytest.fixture(scope="module")
