@@ -1,7 +1,8 @@
 """Where the core stages run on a Ray cluster: actor pools (GPUs, sizes, batch sizes) and plain tasks.
 
 Nothing here decides what a stage does. Consecutive stages of the same kind share one actor (one process holds
-their models and indexes once); stages that hold nothing run as tasks; an embedding stage on GPUs gets its token ids
+their models and indexes once), and stages that load no model of their own run in the retrieval actors beside them
+(`actor_kind`); stages that hold nothing run as tasks; an embedding stage on GPUs gets its token ids
 from a CPU pool in front of it; a retrieval over a sharded corpus is one pool per shard, in shard order; `generate`
 goes to the run's generator service (ray_jobs.generator_service: one set of model-holding replicas per run, whatever
 phase generates). Every actor reports rows and busy seconds per stage to the meter.
@@ -86,11 +87,25 @@ def _tokenizer_of(stage: str) -> tuple[str, ...]:
     return (TOKENIZER_OF[stage],) if stage in TOKENIZER_OF else ()
 
 
-def segments(stages: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """Consecutive stages of one kind run in the same actor (or task)."""
+def actor_kind(name: str, config: RunConfig) -> str:
+    """The kind of pool a stage runs in on Ray: its declared kind, except that a stage holding no model of its own
+    (a `light` stage, or an embedding stage of the hashing embedder, which has no weights) runs in the CPU actors of
+    the retrieval next to it: one process and one load of the corpus fewer per run. Not when the retrieval is
+    sharded, where each retrieval actor holds one shard only."""
+    kind = KINDS[name]
+    r = config.retrieval
+    if r.shards > 1 and r.shard is None:
+        return kind
+    if kind == "light" or (kind == "embed" and r.embedder.model == HASHING_MODEL):
+        return "retrieve"
+    return kind
+
+
+def segments(stages: tuple[str, ...], config: RunConfig) -> list[tuple[str, ...]]:
+    """Consecutive stages of one actor kind (`actor_kind`) run in the same actor (or task)."""
     out: list[list[str]] = []
     for name in stages:
-        if out and KINDS[name] == KINDS[out[-1][-1]]:
+        if out and actor_kind(name, config) == actor_kind(out[-1][-1], config):
             out[-1].append(name)
         else:
             out.append([name])
@@ -104,10 +119,11 @@ class StageRunner:
 
     def __init__(self, config_json: str):
         count_loads_on_meter()
-        kinds = {KINDS[s] for s in self.stages}
+        config = RunConfig.model_validate_json(config_json)
+        kinds = {actor_kind(s, config) for s in self.stages}
         if kinds & TOKENIZING_KINDS:  # the others never import torch (2 s per process)
             use_held_cpus(torch_threads=bool(kinds & TORCH_KINDS))
-        resources = Resources(RunConfig.model_validate_json(config_json))
+        resources = Resources(config)
         self.steps = built(resources, self.stages)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -210,13 +226,13 @@ class Step:
 def steps(stages: tuple[str, ...], config: RunConfig) -> list[Step]:
     """The placement of each segment of `stages` (already with their tokenizing stages, see `place`)."""
     out = []
-    for segment in segments(stages):
+    for segment in segments(stages, config):
         if segment == ("generate",):
             out.append(Step(segment, "service"))
         elif not any(STAGES[s].stateful for s in segment):
             out.append(Step(segment, "tasks"))
         else:
-            pool = pool_for(KINDS[segment[0]], config)
+            pool = pool_for(actor_kind(segment[0], config), config)
             out.append(Step(segment, "actors", pool, len(shard_configs(segment, config))))
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ray_jobs.generator_service import generator_placement
-from ray_jobs.placement import KINDS, Step, shared_chain, steps, with_cpu_tokenizing
+from ray_jobs.placement import Step, actor_kind, shared_chain, steps, with_cpu_tokenizing
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL, get_method
 from t2rag.pipeline.plan import WorkGroup, split_chain
@@ -104,9 +104,9 @@ def _pool(step: Step, config: RunConfig, phase: str) -> PoolSpec:
     assert pool is not None
     return PoolSpec(
         phase,
-        ROLES.get(first, "light"),
+        "retrieve" if "retrieve" in step.segment else ROLES.get(first, "light"),
         step.segment,
-        _model(KINDS[first], config),
+        _model(actor_kind(first, config), config),
         actors=pool.size * step.shards,
         cpus=pool.cpus,
         gpus=pool.gpus,

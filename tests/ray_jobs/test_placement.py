@@ -27,8 +27,29 @@ from t2rag.pipeline.local import LocalRunner
 from tests.conftest import HASHING, question_batch
 
 
-def test_ray_places_each_run_of_one_kind_in_one_actor():
-    assert segments(METHODS["hyde"].chain(True)) == [
+def test_ray_places_each_run_of_one_kind_in_one_actor(tmp_path):
+    hyde = METHODS["hyde"].chain(True)
+    assert segments(hyde, load_config(None, {"out": str(tmp_path)})) == [
+        ("hyde_prompts",),
+        ("generate",),
+        ("hyde_query",),
+        ("embed_queries",),
+        ("retrieve", "read_contexts", "answer_prompts"),  # stages without a model join the retrieval's actors
+        ("generate",),
+        ("parse_answers",),
+    ]
+    # The hashing embedder holds no weights: it embeds in the retrieval's actors too.
+    hashing = load_config(None, {"out": str(tmp_path), "retrieval": HASHING})
+    assert segments(hyde, hashing) == [
+        ("hyde_prompts",),
+        ("generate",),
+        ("hyde_query", "embed_queries", "retrieve", "read_contexts", "answer_prompts"),
+        ("generate",),
+        ("parse_answers",),
+    ]
+    # A sharded retrieval's actors hold one shard each: nothing else runs in them.
+    sharded = load_config(None, {"out": str(tmp_path), "retrieval": {**HASHING, "shards": 2}})
+    assert segments(hyde, sharded) == [
         ("hyde_prompts",),
         ("generate",),
         ("hyde_query",),
@@ -42,7 +63,7 @@ def test_ray_places_each_run_of_one_kind_in_one_actor():
 
 def test_ray_tokenizes_for_gpu_embedding_actors_on_cpu_actors(tmp_path):
     gpu = load_config(None, {"out": str(tmp_path), "ray": {"embed_gpus": 1}})
-    assert segments(with_cpu_tokenizing(METHODS["reranker"].stages, gpu)) == [
+    assert segments(with_cpu_tokenizing(METHODS["reranker"].stages, gpu), gpu) == [
         ("tokenize_queries",),
         ("embed_queries",),
         ("retrieve",),
