@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ray_jobs.capacity import Node
-from ray_jobs.preflight import Target, cluster_file_target, make_plan, render
+from ray_jobs.preflight import Target, cluster_file_target, local_target, make_plan, render
 from t2rag.cli import main
 from t2rag.config import load_config
 
@@ -51,6 +51,33 @@ def _evaluation_times(plan) -> list[float]:
     """The evaluation's pools and the generator service's HyDE and answers: they run at once."""
     pools = plan.estimate.pools
     return [t.seconds for t in pools if t.pool.phase == "evaluate" or (t.pool.phase == "run" and "answers" in t.note)]
+
+
+def test_stages_without_a_model_share_the_retrievals_actors(tmp_path):
+    """The main job's prompts are made in the retrieval actors of its answered rows, and the hashing embedder's
+    queries are embedded in the retrieval actors; a sharded retrieval keeps every other stage out of its actors."""
+    main = load_config(ROOT / "configs/main.yaml", SAMPLE)
+    main_job = make_plan(main, local_target(main))
+    placed = [(p.phase, p.role, p.stages, p.model) for p in main_job.pools if p.role != "generator"]
+    assert placed == [
+        ("index", "passages", ("embed_passages",), "all-MiniLM-L6-v2"),
+        ("evaluate", "queries", ("embed_queries",), "all-MiniLM-L6-v2"),
+        ("evaluate", "retrieve", ("retrieve",), None),
+        ("evaluate", "retrieve", ("retrieve", "read_contexts", "answer_prompts"), None),
+    ]
+    fields = {**SAMPLE, "out": str(tmp_path), "methods": ["base"], "retrieval_only": True}
+    hashing = load_config(None, {**fields, "retrieval": {"embedder": {"model": "hashing"}}})
+    hashing_plan = make_plan(hashing, local_target(hashing))
+    assert [(p.role, p.stages, p.model) for p in hashing_plan.pools] == [
+        ("passages", ("embed_passages",), None),
+        ("retrieve", ("embed_queries", "retrieve"), None),
+    ]
+    sharded = load_config(None, {**fields, "retrieval": {"embedder": {"model": "hashing"}, "shards": 2}})
+    assert [(p.role, p.stages, p.actors) for p in make_plan(sharded, local_target(sharded)).pools] == [
+        ("passages", ("embed_passages",), 1),
+        ("queries", ("embed_queries",), 1),
+        ("retrieve", ("retrieve",), 2),
+    ]
 
 
 def test_the_plan_names_every_model_and_whether_this_machine_can_have_it(monkeypatch):
