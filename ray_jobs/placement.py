@@ -94,7 +94,7 @@ def actor_kind(name: str, config: RunConfig) -> str:
     sharded, where each retrieval actor holds one shard only."""
     kind = KINDS[name]
     r = config.retrieval
-    if r.shards > 1 and r.shard is None:
+    if r.holds_every_shard:
         return kind
     if kind == "light" or (kind == "embed" and r.embedder.model == HASHING_MODEL):
         return "retrieve"
@@ -272,6 +272,6 @@ def shard_configs(segment: tuple[str, ...], config: RunConfig) -> list[RunConfig
     """One config per pool for this segment: a retrieval over a sharded corpus gets a pool per shard, in shard
     order (each holds its shard only and merges into the running list of the shards before)."""
     r = config.retrieval
-    if "retrieve" not in segment or r.shards == 1 or r.shard is not None:
+    if "retrieve" not in segment or not r.holds_every_shard:
         return [config]
     return [config.model_copy(update={"retrieval": r.model_copy(update={"shard": s})}) for s in range(r.shards)]

@@ -71,6 +71,11 @@ class RetrievalConfig(BaseModel):
     #: Set by Ray's placement for a shard's actors: this process holds only that shard (0-based).
     shard: int | None = Field(None, ge=0)
 
+    @property
+    def holds_every_shard(self) -> bool:
+        """The corpus is split into shards and this config searches them all (no one `shard` is chosen)."""
+        return self.shards > 1 and self.shard is None
+
     def held_shard(self, n_docs: int) -> range | None:
         """The documents this process holds of a corpus of n_docs (None: all of them, unsharded or in turn)."""
         return None if self.shard is None else shard_ranges(n_docs, self.shards)[self.shard]
@@ -122,6 +127,6 @@ def build_retriever(name: str, config: RetrievalConfig | None = None) -> Retriev
     except KeyError:
         raise ValueError(f"unknown retriever '{name}' (choose from {', '.join(RETRIEVERS)})") from None
     config = config or RetrievalConfig()
-    if config.shards > 1 and config.shard is None:
+    if config.holds_every_shard:
         return ShardedRetriever(lambda: factory(config), config.shards)
     return factory(config)
