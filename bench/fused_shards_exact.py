@@ -48,7 +48,7 @@ def compare(method: str, subset: str, size: int, shards: int) -> dict:
         index_shard(retriever, shard_corpus(corpus, r), r, facts)
         parts.append(shard_candidates(retriever, questions, 2 * retriever.candidates, r.start))
         del retriever
-    hits, certified = merge_candidates(make(), parts, config.retrieval.k)
+    hits, certified = merge_candidates(make(), parts, config.retrieval.k, contained=facts.contained)
     sharded_s = time.perf_counter() - start
     same = (hits.indices == expected.indices).all(axis=1) & np.isclose(
         hits.scores, expected.scores, rtol=0, atol=0, equal_nan=True

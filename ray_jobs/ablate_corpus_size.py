@@ -165,7 +165,7 @@ def sharded_cell(config: RunConfig, subset: str, size: int, seed: int, method: s
     rows = resources.questions.subset(subset).scored()
     k = config.retrieval.k
     if isinstance(retriever, FusedRetriever):
-        hits, certified = merge_candidates(retriever, [s["found"] for s in searched], k)
+        hits, certified = merge_candidates(retriever, [s["found"] for s in searched], k, contained=facts.contained)
     else:
         hits, certified = merge_hits([s["found"] for s in searched], result_depth(k)), np.ones(len(rows), bool)
     ids = np.asarray([*own.context_ids, SYNTHETIC], dtype=object)

@@ -103,9 +103,17 @@ def fused_retriever(name: str, c: RetrievalConfig, weights: FusionWeights | None
     """A fused retriever with the config's weights for it (or these)."""
     f = c.fusion
     weights = weights or f.weights_of(name)
-    company_free = FUSED_METHODS[name].company_free
+    method = FUSED_METHODS[name]
     return FusedRetriever(
-        name, weights, _bm25(c, f.tokenizer), _chunked(c), f.metadata, f.dense_candidates, f.candidates, company_free
+        name,
+        weights,
+        _bm25(c, f.tokenizer),
+        _chunked(c),
+        f.metadata,
+        f.dense_candidates,
+        f.candidates,
+        method.company_free,
+        method.prefer_held,
     )
 
 

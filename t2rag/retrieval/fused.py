@@ -17,7 +17,9 @@ at any corpus size; on the dev sample, no gold context that every document score
 falls outside 50 candidates (the largest first-stage rank of such a gold is 17; `tests/retrieval/test_fused.py`).
 A method that reads the question `company_free` scores BM25 without the words naming its company
 (`MetadataPrior.company_words`): the prior scores the company, and a name in the lexical score favours the pages
-that print it, which grow in number with the corpus.
+that print it, which grow in number with the corpus. A method that `prefer_held` then moves a page that a longer
+page of its report holds whole above that page, where the longer one adds no page evidence
+(`t2rag.retrieval.contained_pages`).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from scipy import sparse
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import DensePassages, Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
 from t2rag.retrieval.bm25 import BM25Retriever
+from t2rag.retrieval.contained_pages import DEPTH, ContainedPages
 from t2rag.retrieval.dense import DenseRetriever
-from t2rag.retrieval.metadata_prior import FEATURES, MetadataColumns, MetadataPrior
+from t2rag.retrieval.metadata_prior import FEATURES, DocumentMetadata, MetadataColumns, MetadataPrior
 from t2rag.retrieval.page_evidence import (
     CANDIDATE_FEATURES,
     FIRST_PAGE_FEATURES,
@@ -86,17 +89,19 @@ class Reading:
 
 @dataclass(frozen=True)
 class FusedMethod:
-    """What a fused retriever sums, and whether its lexical feature reads the question without its company's name."""
+    """What a fused retriever sums, whether its lexical feature reads the question without its company's name, and
+    whether it prefers a page that another page of its report holds whole (`t2rag.retrieval.contained_pages`)."""
 
     components: tuple[str, ...]
     company_free: bool = False
+    prefer_held: bool = False
 
 
 #: The fused retrievers, in the order `t2rag fit-fusion` fits and reports them.
 FUSED_METHODS: dict[str, FusedMethod] = {
     "bm25_meta": FusedMethod(("lexical", *PRIOR)),
     "bm25_page": FusedMethod(("lexical", *PRIOR, *FIRST_PAGE_FEATURES)),
-    "bm25_focus": FusedMethod(("lexical", *FEATURES, *PAGE_FEATURES), company_free=True),
+    "bm25_focus": FusedMethod(("lexical", *FEATURES, *PAGE_FEATURES), company_free=True, prefer_held=True),
     "hybrid_chunked": FusedMethod(("lexical", "dense")),
     "hybrid_meta": FusedMethod(("lexical", "dense", *PRIOR)),
 }
@@ -107,25 +112,25 @@ FITTED_WEIGHTS: dict[str, FusionWeights] = {
     "bm25_meta": FusionWeights(lexical=1.0, company=0.585, year=0.237, year_before=0.101),
     "bm25_page": FusionWeights(
         lexical=1.0,
-        company=1.059,
-        year=0.467,
-        year_before=0.165,
-        row_words=0.247,
-        line_item=0.418,
-        phrases=1.057,
-        numbers=0.395,
+        company=1.061,
+        year=0.468,
+        year_before=0.166,
+        row_words=0.241,
+        line_item=0.426,
+        phrases=1.055,
+        numbers=0.401,
     ),
     "bm25_focus": FusionWeights(
         lexical=1.0,
-        company=0.97,
-        year=0.378,
-        year_before=0.128,
-        report_named=0.168,
-        row_words=0.208,
-        line_item=0.342,
+        company=0.973,
+        year=0.379,
+        year_before=0.129,
+        report_named=0.169,
+        row_words=0.203,
+        line_item=0.35,
         phrases=0.831,
-        triples=0.286,
-        numbers=0.325,
+        triples=0.287,
+        numbers=0.331,
     ),
     "hybrid_chunked": FusionWeights(lexical=1.0, dense=0.309),
     "hybrid_meta": FusionWeights(lexical=1.0, dense=0.466, company=0.829, year=0.347, year_before=0.131),
@@ -174,6 +179,7 @@ class FusedRetriever(IndexedMixin, Retriever):
         dense_candidates: int = 100,
         candidates: int = 50,
         company_free: bool = False,
+        prefer_held: bool = False,
     ):
         self.name = name
         self.weights = weights
@@ -182,11 +188,13 @@ class FusedRetriever(IndexedMixin, Retriever):
         self.company_free = company_free
         wants_prior = any(getattr(weights, f) > 0 for f in FEATURES) or company_free
         self.metadata = metadata if wants_prior else None
+        self.prefer_held = prefer_held and self.metadata is not None and self.reads_pages
         self.dense_candidates = dense_candidates
         self.candidates = candidates
         self.needs_query_vectors = self.dense is not None
         self.prior: MetadataPrior | None = None
         self.page: PageEvidence | None = None
+        self.contained: ContainedPages | None = None
 
     def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
         self._corpus = corpus
@@ -198,6 +206,9 @@ class FusedRetriever(IndexedMixin, Retriever):
             self.prior = MetadataPrior(corpus, self.metadata)
         if self.reads_pages:
             self.page = PageEvidence(corpus.texts)
+        if self.prefer_held:
+            reports = DocumentMetadata.of(corpus, self.metadata)
+            self.contained = ContainedPages.of(corpus.texts, reports.names, reports.years)
 
     @property
     def reads_pages(self) -> bool:
@@ -282,10 +293,21 @@ class FusedRetriever(IndexedMixin, Retriever):
     def second_stage(self, asked: Asked | None, docs: np.ndarray) -> np.ndarray:
         """The weighted candidate features of the documents `docs` ((questions x candidates) positions; 0 when no
         candidate feature is weighted)."""
+        return self.weighted_second_stage(self.second_stage_features(asked, docs), docs.shape)
+
+    def second_stage_features(self, asked: Asked | None, docs: np.ndarray) -> dict[str, np.ndarray]:
+        """Each weighted candidate feature of the documents `docs` ((questions x candidates) positions)."""
         weights = self._second_stage_weights()
         if not weights:
-            return np.zeros(docs.shape)
+            return {}
         features = self.page.candidate_features(asked, docs)
+        return {f: features[f] for f in weights}
+
+    def weighted_second_stage(self, features: dict[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        """The second stage's score from its features (0 when none is weighted)."""
+        if not features:
+            return np.zeros(shape)
+        weights = self._second_stage_weights()
         return sum(weights[f] * features[f].astype(np.float64) for f in weights)
 
     def _every_document(self, questions: int) -> np.ndarray:
@@ -316,7 +338,8 @@ class FusedRetriever(IndexedMixin, Retriever):
 
     def _search_span(self, block: QueryBlock, n: int) -> Hits:
         reading = self.read(block.texts)
-        first = self._first_stage(block, reading)
+        parts = self.first_stage_parts(block, reading)
+        first = parts.combine(self.weights, *parts.maxima(), in_place=True)  # BM25's matrix becomes the score
         if not self._second_stage_weights():
             return Hits(*top_n(first, n))
         width = min(max(self.candidates, n), first.shape[1])
@@ -325,9 +348,29 @@ class FusedRetriever(IndexedMixin, Retriever):
             if width < first.shape[1]
             else self._every_document(len(block))
         )
-        scores = np.take_along_axis(first, chosen, axis=1) + self.second_stage(reading.asked, chosen)
+        features = self.second_stage_features(reading.asked, chosen)
+        scores = np.take_along_axis(first, chosen, axis=1) + self.weighted_second_stage(features, chosen.shape)
         order = np.lexsort((chosen, -scores), axis=-1)[:, : min(n, width)]
-        return Hits(np.take_along_axis(chosen, order, axis=1), np.take_along_axis(scores, order, axis=1))
+        positions, scores = np.take_along_axis(chosen, order, axis=1), np.take_along_axis(scores, order, axis=1)
+        if self.contained is not None:
+
+            def evidence(row: int) -> np.ndarray:
+                top = order[row, :DEPTH]
+                return page_evidence_of(parts, features, row, positions[row, :DEPTH], top)
+
+            positions, scores = self.contained.prefer_held(positions, scores, evidence)
+        return Hits(positions, scores)
+
+
+def page_evidence_of(
+    stage: FirstStage, features: dict[str, np.ndarray], row: int, documents: np.ndarray, columns: np.ndarray
+) -> np.ndarray:
+    """A question's page-evidence components (its row-word share, line-item mass and weighted candidate features) of
+    some of its candidates, as a (components x candidates) array: `documents` index the stage's documents and
+    `columns` the features' candidates. The line-item mass is left unscaled: its scale is the question's alone."""
+    parts = [stage.value(part, row, documents) for part in (stage.row_words, stage.item_mass) if part is not None]
+    parts += [features[f][row, columns] for f in features]
+    return np.array(parts, np.float64).reshape(len(parts), len(documents))
 
 
 def scaled_list(hits: Hits) -> np.ndarray:
@@ -426,6 +469,13 @@ class FirstStage:
 
         parts = (self.lexical, self.dense, self.prior, self.row_words, self.item_mass)
         return FirstStage(self.questions, 1, *(most(p) for p in parts))
+
+    @staticmethod
+    def value(part: np.ndarray | sparse.spmatrix, row: int, documents: np.ndarray) -> np.ndarray:
+        """One question's values of a component for some of the stage's documents."""
+        if sparse.issparse(part):
+            return np.asarray(part.tocsr()[row, documents].todense(), np.float64).ravel()
+        return np.asarray(part[row, documents], np.float64)
 
     def gather(self, docs: np.ndarray) -> FirstStage:
         """The components of the documents `docs` ((questions x chosen) positions), as dense arrays."""

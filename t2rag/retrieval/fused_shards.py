@@ -28,7 +28,15 @@ import numpy as np
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.base import Hits, QueryBlock, as_block, result_depth
 from t2rag.retrieval.bm25_matrix import BM25Statistics
-from t2rag.retrieval.fused import BYTES_PER_SCORE, FUSION_BYTES, FirstStage, FusedRetriever, FusionWeights
+from t2rag.retrieval.contained_pages import DEPTH, ContainedPages, ReportPages
+from t2rag.retrieval.fused import (
+    BYTES_PER_SCORE,
+    FUSION_BYTES,
+    FirstStage,
+    FusedRetriever,
+    FusionWeights,
+    page_evidence_of,
+)
 from t2rag.retrieval.metadata_prior import DocumentMetadata, MetadataPrior
 from t2rag.retrieval.page_evidence import PageEvidence, RowWordCounts
 
@@ -40,14 +48,17 @@ class ShardFacts:
     bm25: BM25Statistics | None
     metadata: DocumentMetadata | None
     row_words: RowWordCounts | None
+    pages: ReportPages | None
 
     @classmethod
     def of(cls, retriever: FusedRetriever, part: Corpus) -> ShardFacts:
         _check(retriever)
+        metadata = DocumentMetadata.of(part, retriever.metadata) if retriever.metadata is not None else None
         return cls(
             retriever.lexical.statistics(part) if retriever.lexical is not None else None,
-            DocumentMetadata.of(part, retriever.metadata) if retriever.metadata is not None else None,
+            metadata,
             RowWordCounts.of(part.texts) if retriever.reads_pages else None,
+            ReportPages.of(part.texts, metadata.names, metadata.years) if retriever.prefer_held else None,
         )
 
 
@@ -58,6 +69,7 @@ class CorpusFacts:
     bm25: BM25Statistics | None
     prior: MetadataPrior | None
     row_words: RowWordCounts | None
+    contained: ContainedPages | None  # which page of a report holds which, over the corpus's positions
 
     @classmethod
     def merge(cls, parts: Sequence[ShardFacts]) -> CorpusFacts:
@@ -68,6 +80,7 @@ class CorpusFacts:
             BM25Statistics.merge([p.bm25 for p in parts]) if first.bm25 is not None else None,
             MetadataPrior.of(metadata) if metadata is not None else None,
             RowWordCounts.merge([p.row_words for p in parts]) if first.row_words is not None else None,
+            ContainedPages.of_pages(ReportPages.joined([p.pages for p in parts])) if first.pages is not None else None,
         )
 
 
@@ -90,6 +103,7 @@ class ShardCandidates:
     positions: np.ndarray  # (questions x width) corpus-wide
     stage: FirstStage  # their first-stage components, BM25 and line-item mass unscaled
     second: np.ndarray  # (questions x width) their weighted second-stage score
+    features: dict[str, np.ndarray]  # (questions x width) each weighted second-stage feature
     threshold: np.ndarray  # per question: no document left out scores above it (-inf: none was left out)
     left_out: FirstStage  # per question, each component's largest value over the documents left out
     best_lexical: np.ndarray  # per question, the shard's best BM25 score
@@ -114,6 +128,7 @@ def shard_candidates(
         np.concatenate([p.positions for p in parts]) + first,
         FirstStage.joined([p.stage for p in parts], axis=0),
         np.concatenate([p.second for p in parts]),
+        {f: np.concatenate([p.features[f] for p in parts]) for f in parts[0].features},
         np.concatenate([p.threshold for p in parts]),
         FirstStage.joined([p.left_out for p in parts], axis=0),
         np.concatenate([p.best_lexical for p in parts]),
@@ -133,21 +148,29 @@ def _span_candidates(retriever: FusedRetriever, block: QueryBlock, width: int) -
     else:
         chosen = np.broadcast_to(np.arange(first.shape[1]), first.shape).copy()
         threshold = np.full(len(block), -np.inf)
-    second = retriever.second_stage(reading.asked, chosen)
+    features = retriever.second_stage_features(reading.asked, chosen)
+    second = retriever.weighted_second_stage(features, chosen.shape)
     left_out = stage.most_left_out(chosen)
-    return ShardCandidates(chosen, stage.gather(chosen), second, threshold, left_out, best_lexical, best_item)
+    gathered = stage.gather(chosen)
+    return ShardCandidates(chosen, gathered, second, features, threshold, left_out, best_lexical, best_item)
 
 
 def merge_candidates(
-    retriever: FusedRetriever, parts: Sequence[ShardCandidates], k: int, depth: int | None = None
+    retriever: FusedRetriever,
+    parts: Sequence[ShardCandidates],
+    k: int,
+    depth: int | None = None,
+    contained: ContainedPages | None = None,
 ) -> tuple[Hits, np.ndarray]:
     """The fused ranking of the whole corpus from its shards' candidates, and per question whether it is certified
-    exact (see the module's docstring)."""
+    exact (see the module's docstring); `contained`: the corpus's (`CorpusFacts.contained`), for a retriever that
+    prefers held pages."""
     n = result_depth(k, depth)
     best_lexical = np.max([p.best_lexical for p in parts], axis=0)
     best_item = np.max([p.best_item for p in parts], axis=0)
     positions = np.concatenate([p.positions for p in parts], axis=1)
-    first = FirstStage.joined([p.stage for p in parts], axis=1).combine(retriever.weights, best_lexical, best_item)
+    stage = FirstStage.joined([p.stage for p in parts], axis=1)
+    first = stage.combine(retriever.weights, best_lexical, best_item)
     second = np.concatenate([p.second for p in parts], axis=1)
     width = min(max(retriever.candidates, n), positions.shape[1])
     order = np.lexsort((positions, -first), axis=-1)[:, :width]
@@ -156,7 +179,16 @@ def merge_candidates(
     bound = np.max([p.bound(retriever.weights, best_lexical, best_item) for p in parts], axis=0)
     certified = first[:, -1] > bound if width else np.ones(len(first), bool)
     ranked = np.lexsort((chosen, -scores), axis=-1)[:, : min(n, width)]
-    return Hits(np.take_along_axis(chosen, ranked, axis=1), np.take_along_axis(scores, ranked, axis=1)), certified
+    positions, scores = np.take_along_axis(chosen, ranked, axis=1), np.take_along_axis(scores, ranked, axis=1)
+    if contained is not None and retriever.prefer_held:
+        features = {f: np.concatenate([p.features[f] for p in parts], axis=1) for f in parts[0].features}
+
+        def evidence(row: int) -> np.ndarray:
+            columns = order[row, ranked[row, :DEPTH]]  # the results' columns among every shard's candidates
+            return page_evidence_of(stage, features, row, columns, columns)
+
+        positions, scores = contained.prefer_held(positions, scores, evidence)
+    return Hits(positions, scores), certified
 
 
 def _check(retriever: FusedRetriever) -> None:

@@ -66,17 +66,30 @@ def row_labels(text: str) -> list[str]:
     A table is a run of lines holding at least two '|'; a first line glued to the sentence before it ("... 2006
     ._| | millions |") starts at its first '|'. Rows above the separator, and rows whose first cell is empty (a
     second header row of years), are header rows, not labels; a pandas index column (right-aligned, numbers only)
-    is dropped.
+    is dropped; a label wrapped onto the next printed row is joined (`_continues`).
     """
     labels: list[str] = []
     for rows in _tables(text):
-        cells = [[c.strip().lower() for c in row.strip().strip("|").split("|")] for row in rows]
-        sep = next((i for i, row in enumerate(cells) if _is_separator(row)), None)
-        if sep is not None and _has_index_column(cells, sep):
-            cells = [row[1:] for row in cells]
+        raw = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
+        sep = next((i for i, row in enumerate(raw) if _is_separator(row)), None)
+        if sep is not None and _has_index_column(raw, sep):
+            raw = [row[1:] for row in raw]
         header_rows = range(sep if sep is not None else 1)
-        labels += [row[0] for i, row in enumerate(cells) if i != sep and i not in header_rows and row and row[0]]
+        data = [row for i, row in enumerate(raw) if i != sep and i not in header_rows and row and row[0]]
+        joined: list[list[str]] = []
+        for row in data:
+            if joined and _continues(joined[-1], row):
+                joined[-1] = [f"{joined[-1][0]} {row[0]}", *(joined[-1][1:] if any(joined[-1][1:]) else row[1:])]
+            else:
+                joined.append(row)
+        labels += [row[0].lower() for row in joined]
     return labels
+
+
+def _continues(previous: list[str], row: list[str]) -> bool:
+    """Whether a row's label is the rest of the row above's, wrapped in the printed table: it starts in lower case
+    ("Depreciation" / "and amortisation") and one of the two rows holds no values."""
+    return row[0][0].islower() and (not any(row[1:]) or not any(previous[1:]))
 
 
 def _tables(text: str) -> Iterable[list[str]]:

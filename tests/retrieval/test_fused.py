@@ -10,6 +10,7 @@ from t2rag.data import build_corpora, load_questions
 from t2rag.retrieval import fused
 from t2rag.retrieval.base import MIN_DEPTH, Hits
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
+from t2rag.retrieval.contained_pages import DEPTH
 from t2rag.retrieval.ranking import top_n
 
 
@@ -21,7 +22,8 @@ def test_scaled_list_min_max_within_each_list() -> None:
 
 @pytest.mark.parametrize("name", ["bm25_meta", "bm25_page", "bm25_focus"])
 def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> None:
-    """With every context a candidate, the search is the top of the weighted sum of the components."""
+    """With every context a candidate, the search is the top of the weighted sum of the components (then, for a
+    method that prefers held pages, such pages moved above their holders)."""
     questions = load_questions(None)
     corpus = build_corpora(questions)["TAT-DQA"]
     texts = questions.subset("TAT-DQA").table.column("question").to_pylist()[:300]
@@ -33,7 +35,13 @@ def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> 
     assert set(parts) == set(weights.used())
     expected = sum(getattr(weights, c) * values.astype(np.float64) for c, values in parts.items())
     np.testing.assert_allclose(retriever.fused_scores(texts), expected, atol=1e-6)
-    indices, _ = top_n(expected, MIN_DEPTH)
+    indices, scores = top_n(expected, MIN_DEPTH)
+    if retriever.contained is not None:  # then a held page moves above its holder (t2rag.retrieval.contained_pages)
+        page = [c for c in ("row_words", "line_item", "phrases", "triples", "numbers") if c in parts]
+        top = lambda row: np.array([parts[c][row, indices[row, :DEPTH]] for c in page])  # noqa: E731
+        held, _ = retriever.contained.prefer_held(indices, scores, top)
+        assert (held != indices).any(axis=1).sum() >= 3
+        indices = held
     np.testing.assert_array_equal(whole.indices, indices)
     monkeypatch.setattr(fused, "FUSION_BYTES", 7 * fused.BYTES_PER_SCORE * len(corpus))  # 7 questions a block
     blocked = retriever.search(texts, 3)

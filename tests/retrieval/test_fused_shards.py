@@ -23,7 +23,7 @@ def _sharded(method: str, config, corpus, questions, shards: int, width: int):
         retriever = make()
         index_shard(retriever, shard_corpus(corpus, r), r, facts)
         parts.append(shard_candidates(retriever, questions, width, r.start))
-    return merge_candidates(make(), parts, config.retrieval.k)
+    return merge_candidates(make(), parts, config.retrieval.k, contained=facts.contained)
 
 
 @pytest.mark.parametrize("method", ["bm25_focus", "bm25_meta"])

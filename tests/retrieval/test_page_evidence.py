@@ -140,3 +140,14 @@ def test_a_context_key_set_finds_exactly_the_keys_it_holds() -> None:
         for c in range(14):
             assert found[0, q, c] == len(set(asks[q].tolist()) & set(held[docs[q, c]].tolist()))
             assert found[1, q, c] == len(set(others[q].tolist()) & set(held[docs[q, c]].tolist()))
+
+
+def test_a_row_label_wrapped_onto_the_next_printed_row_is_one_label() -> None:
+    """Woolworths' Hotels page prints "Depreciation" / "and amortisation" and "Cost of doing" / "business (%)" on two
+    rows each, the values on the first: each is one label, and no label starts with the wrapped half."""
+    questions = load_questions(None)
+    corpus = build_corpora(questions)["TAT-DQA"]
+    page = next(t for t in corpus.texts if "| and amortisation|" in t and "Hotels" in t)
+    labels = row_labels(page)
+    assert "depreciation and amortisation" in labels and "cost of doing business (%)" in labels
+    assert not [label for label in labels if label.startswith(("and amortisation", "business"))]
