@@ -98,9 +98,6 @@ class ContainedPages:
     def of(cls, texts: Sequence[str], names: Sequence[str | None], years: Sequence[str | None]) -> ContainedPages:
         return cls.of_pages(ReportPages.of(texts, names, years))
 
-    def __len__(self) -> int:
-        return len(self.keys)
-
     def holds(self, holder: np.ndarray, held: np.ndarray) -> np.ndarray:
         """Whether each `holder` position holds the `held` position beside it (same shapes; -1: no page)."""
         if not len(self.keys):

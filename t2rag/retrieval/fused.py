@@ -307,8 +307,7 @@ class FusedRetriever(IndexedMixin, Retriever):
         """The second stage's score from its features (0 when none is weighted)."""
         if not features:
             return np.zeros(shape)
-        weights = self._second_stage_weights()
-        return sum(weights[f] * features[f].astype(np.float64) for f in weights)
+        return sum(getattr(self.weights, f) * values.astype(np.float64) for f, values in features.items())
 
     def _every_document(self, questions: int) -> np.ndarray:
         return np.broadcast_to(np.arange(len(self.corpus)), (questions, len(self.corpus)))

@@ -7,7 +7,7 @@ into `CorpusFacts`) and given to each shard's index. Two components are scaled b
 whole corpus (BM25, the line-item mass): a shard scales them by its own best, returns its `width` best documents
 with their components unscaled (`ShardCandidates`), and the merge rescales them by the best over every shard
 (`FirstStage.combine`, the same float operations as the unsharded search), takes the global first-stage candidates
-and adds the second stage that each shard computed for its own.
+and adds the second-stage features that each shard computed for its own, weighted.
 
 That is exact when every document the unsharded first stage would choose is among some shard's returned ones. A
 global best is never below a shard's, so rescaling only lowers a score: a document a shard did not return scores at
@@ -102,7 +102,6 @@ class ShardCandidates:
 
     positions: np.ndarray  # (questions x width) corpus-wide
     stage: FirstStage  # their first-stage components, BM25 and line-item mass unscaled
-    second: np.ndarray  # (questions x width) their weighted second-stage score
     features: dict[str, np.ndarray]  # (questions x width) each weighted second-stage feature
     threshold: np.ndarray  # per question: no document left out scores above it (-inf: none was left out)
     left_out: FirstStage  # per question, each component's largest value over the documents left out
@@ -127,7 +126,6 @@ def shard_candidates(
     return ShardCandidates(
         np.concatenate([p.positions for p in parts]) + first,
         FirstStage.joined([p.stage for p in parts], axis=0),
-        np.concatenate([p.second for p in parts]),
         {f: np.concatenate([p.features[f] for p in parts]) for f in parts[0].features},
         np.concatenate([p.threshold for p in parts]),
         FirstStage.joined([p.left_out for p in parts], axis=0),
@@ -149,10 +147,8 @@ def _span_candidates(retriever: FusedRetriever, block: QueryBlock, width: int) -
         chosen = np.broadcast_to(np.arange(first.shape[1]), first.shape).copy()
         threshold = np.full(len(block), -np.inf)
     features = retriever.second_stage_features(reading.asked, chosen)
-    second = retriever.weighted_second_stage(features, chosen.shape)
     left_out = stage.most_left_out(chosen)
-    gathered = stage.gather(chosen)
-    return ShardCandidates(chosen, gathered, second, features, threshold, left_out, best_lexical, best_item)
+    return ShardCandidates(chosen, stage.gather(chosen), features, threshold, left_out, best_lexical, best_item)
 
 
 def merge_candidates(
@@ -171,7 +167,8 @@ def merge_candidates(
     positions = np.concatenate([p.positions for p in parts], axis=1)
     stage = FirstStage.joined([p.stage for p in parts], axis=1)
     first = stage.combine(retriever.weights, best_lexical, best_item)
-    second = np.concatenate([p.second for p in parts], axis=1)
+    features = {f: np.concatenate([p.features[f] for p in parts], axis=1) for f in parts[0].features}
+    second = retriever.weighted_second_stage(features, positions.shape)
     width = min(max(retriever.candidates, n), positions.shape[1])
     order = np.lexsort((positions, -first), axis=-1)[:, :width]
     chosen, first = np.take_along_axis(positions, order, axis=1), np.take_along_axis(first, order, axis=1)
@@ -181,7 +178,6 @@ def merge_candidates(
     ranked = np.lexsort((chosen, -scores), axis=-1)[:, : min(n, width)]
     positions, scores = np.take_along_axis(chosen, ranked, axis=1), np.take_along_axis(scores, ranked, axis=1)
     if contained is not None and retriever.prefer_held:
-        features = {f: np.concatenate([p.features[f] for p in parts], axis=1) for f in parts[0].features}
 
         def evidence(row: int) -> np.ndarray:
             columns = order[row, ranked[row, :DEPTH]]  # the results' columns among every shard's candidates
