@@ -6,7 +6,8 @@ Every component is a (questions x documents) matrix in [0, 1]:
 - `dense`: the dense top-`dense_candidates` list min-max scaled (its last context gets 0, as do contexts outside
   it);
 - `company`, `year`, `year_before`, `report_named`: the metadata prior's features (`t2rag.retrieval.metadata_prior`);
-- `row_words`, `line_item`, `phrases`, `triples`, `numbers`: page evidence (`t2rag.retrieval.page_evidence`).
+- `row_words`, `line_item`, `phrases`, `triples`, `numbers`, `row_years`: page evidence
+  (`t2rag.retrieval.page_evidence`).
 
 A context's score is the weighted sum; ties fall to corpus order. The weights are fitted on a dev split by `t2rag
 fit-fusion` (`t2rag.fusion_fit`) and written into a config; a component with weight 0 is not computed. A search runs
@@ -73,6 +74,7 @@ class FusionWeights(BaseModel):
     phrases: float = Field(0.0, ge=0)
     triples: float = Field(0.0, ge=0)
     numbers: float = Field(0.0, ge=0)
+    row_years: float = Field(0.0, ge=0)
 
     def used(self) -> tuple[str, ...]:
         return tuple(c for c in COMPONENTS if getattr(self, c) > 0)
@@ -122,15 +124,16 @@ FITTED_WEIGHTS: dict[str, FusionWeights] = {
     ),
     "bm25_focus": FusionWeights(
         lexical=1.0,
-        company=0.973,
-        year=0.379,
-        year_before=0.129,
-        report_named=0.169,
-        row_words=0.203,
-        line_item=0.35,
-        phrases=0.831,
-        triples=0.287,
-        numbers=0.331,
+        company=0.994,
+        year=0.349,
+        year_before=0.104,
+        report_named=0.157,
+        row_words=0.111,
+        line_item=0.259,
+        phrases=0.835,
+        triples=0.301,
+        numbers=0.34,
+        row_years=0.263,
     ),
     "hybrid_chunked": FusionWeights(lexical=1.0, dense=0.309),
     "hybrid_meta": FusionWeights(lexical=1.0, dense=0.466, company=0.829, year=0.347, year_before=0.131),
@@ -277,7 +280,7 @@ class FusedRetriever(IndexedMixin, Retriever):
             prior = self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES}, reading.match)
         row_words = item_mass = None
         if reading.asked is not None:
-            in_labels = self.page.row_label_words(reading.asked)
+            in_labels = reading.asked.in_labels
             if w.row_words > 0:
                 row_words = self.page.row_words.share(in_labels)
             if w.line_item > 0:
@@ -300,8 +303,7 @@ class FusedRetriever(IndexedMixin, Retriever):
         weights = self._second_stage_weights()
         if not weights:
             return {}
-        features = self.page.candidate_features(asked, docs)
-        return {f: features[f] for f in weights}
+        return self.page.candidate_features(asked, docs, tuple(weights))
 
     def weighted_second_stage(self, features: dict[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
         """The second stage's score from its features (0 when none is weighted)."""
@@ -472,8 +474,12 @@ class FirstStage:
     @staticmethod
     def value(part: np.ndarray | sparse.spmatrix, row: int, documents: np.ndarray) -> np.ndarray:
         """One question's values of a component for some of the stage's documents."""
-        if sparse.issparse(part):
-            return np.asarray(part.tocsr()[row, documents].todense(), np.float64).ravel()
+        if sparse.issparse(part):  # the row's cells read directly: scipy's fancy indexing costs far more
+            rows = part.tocsr()
+            cells = slice(rows.indptr[row], rows.indptr[row + 1])
+            values = np.zeros(rows.shape[1])
+            np.add.at(values, rows.indices[cells], rows.data[cells])
+            return values[documents]
         return np.asarray(part[row, documents], np.float64)
 
     def gather(self, docs: np.ndarray) -> FirstStage:

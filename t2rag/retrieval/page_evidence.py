@@ -3,8 +3,9 @@
 A metadata-aware BM25 finds the right report; what it then gets wrong is which of the report's pages (contexts) the
 question is about (`bench/retrieval_misses.py`). The question names line items ("order intake", "accrued wages and
 vacation"), periods and figures, and a page's table names its line items in its row labels and its periods in its
-header cells (the question's words and years among those headers, tried as features too, added nothing over the
-metadata prior's year match on dev and were left out). Features per (question, context), all in [0, 1]:
+header cells (the question's words and years anywhere among those headers, tried as features, added nothing over
+the metadata prior's year match on dev; the years of the table holding the row the question names do: `row_years`).
+Features per (question, context), all in [0, 1]:
 
 - `row_words`: the share of the question's words (idf-weighted over the corpus's row labels) found among the
   context's table row labels;
@@ -13,7 +14,12 @@ metadata prior's year match on dev and were left out). Features per (question, c
 - `phrases`: the share of the question's adjacent word pairs (stop words dropped, plurals folded) that the context
   also has;
 - `triples`: likewise for runs of three such words ("adjusted operating costs", "accrued wages vacation");
-- `numbers`: the share of the question's figures (years excepted) that the context states, matched by value.
+- `numbers`: the share of the question's figures (years excepted) that the context states, matched by value;
+- `row_years`: the largest share of a row label's words (idf-weighted) that the question holds, over the labels
+  whose table names every year the question names (in its header rows, or else its caption): the table a question
+  was written from has its line item as a row and its years as columns, where another page of the report (the
+  prior year's comparison) or the company's report of another year has the same row under other years. 0 for a
+  question that names no year.
 
 The tables are the contexts' markdown tables as the corpus holds them: TAT-DQA's (a label column, header rows with
 an empty label) and FinQA's (pandas markdown with an index column, glued to the line before it). Only the question's
@@ -39,8 +45,9 @@ from t2rag.retrieval.bm25_matrix import merge_doc_freqs
 
 #: Features of the row labels, scored on every context.
 CORPUS_FEATURES: tuple[str, ...] = ("row_words", "line_item")
-#: Features of word pairs and figures, scored on the contexts a first stage chose (`t2rag.retrieval.fused`).
-CANDIDATE_FEATURES: tuple[str, ...] = ("phrases", "triples", "numbers")
+#: Features of word pairs, figures and the years of the rows a question names, scored on the contexts a first stage
+#: chose (`t2rag.retrieval.fused`).
+CANDIDATE_FEATURES: tuple[str, ...] = ("phrases", "triples", "numbers", "row_years")
 PAGE_FEATURES: tuple[str, ...] = (*CORPUS_FEATURES, *CANDIDATE_FEATURES)
 #: bm25_page's page features (`triples` came with bm25_focus).
 FIRST_PAGE_FEATURES: tuple[str, ...] = ("row_words", "line_item", "phrases", "numbers")
@@ -64,17 +71,27 @@ def row_labels(text: str) -> list[str]:
     """The row labels (first cells of data rows, lowercased) of every markdown table in a context.
 
     A table is a run of lines holding at least two '|'; a first line glued to the sentence before it ("... 2006
-    ._| | millions |") starts at its first '|'. Rows above the separator, and rows whose first cell is empty (a
-    second header row of years), are header rows, not labels; a pandas index column (right-aligned, numbers only)
-    is dropped; a label wrapped onto the next printed row is joined (`_continues`).
+    ._| | millions |") starts at its first '|'. Rows above the separator, rows whose first cell is empty (a
+    second header row of years) and rows of years alone are header rows, not labels; a pandas index column
+    (right-aligned, numbers only) is dropped; a label wrapped onto the next printed row is joined (`_continues`).
     """
-    labels: list[str] = []
-    for rows in _tables(text):
+    return [label for label, _ in labelled_rows(text)]
+
+
+def labelled_rows(text: str) -> list[tuple[str, int]]:
+    """Each row label of a context's tables (as `row_labels` gives them) with the years its table's header rows
+    name, as a `year_mask`; a table whose header names none has its caption's ("... for the years ended December
+    31, 2019 and 2018:")."""
+    labelled: list[tuple[str, int]] = []
+    for caption, rows in _tables(text):
         raw = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
         sep = next((i for i, row in enumerate(raw) if _is_separator(row)), None)
         if sep is not None and _has_index_column(raw, sep):
             raw = [row[1:] for row in raw]
-        header_rows = range(sep if sep is not None else 1)
+        header_rows = set(range(sep if sep is not None else 1))
+        header_rows |= {i for i, row in enumerate(raw) if i != sep and _years_only(row)}
+        header = [row for i, row in enumerate(raw) if i != sep and (i in header_rows or not row or not row[0])]
+        years = year_mask(" ".join(cell for row in header for cell in row)) or year_mask(caption)
         data = [row for i, row in enumerate(raw) if i != sep and i not in header_rows and row and row[0]]
         joined: list[list[str]] = []
         for row in data:
@@ -82,8 +99,21 @@ def row_labels(text: str) -> list[str]:
                 joined[-1] = [f"{joined[-1][0]} {row[0]}", *(joined[-1][1:] if any(joined[-1][1:]) else row[1:])]
             else:
                 joined.append(row)
-        labels += [row[0].lower() for row in joined]
-    return labels
+        labelled += [(row[0].lower(), years) for row in joined]
+    return labelled
+
+
+#: The years a `year_mask` holds: FIRST_YEAR and the 63 after it.
+FIRST_YEAR = 1980
+
+
+def year_mask(text: str) -> int:
+    """The years from FIRST_YEAR to FIRST_YEAR + 63 that a text names (four digits), as the bits of a 64-bit mask."""
+    mask = 0
+    for year in _YEAR.findall(text):
+        if 0 <= int(year) - FIRST_YEAR < 64:
+            mask |= 1 << (int(year) - FIRST_YEAR)
+    return mask
 
 
 def _continues(previous: list[str], row: list[str]) -> bool:
@@ -92,16 +122,30 @@ def _continues(previous: list[str], row: list[str]) -> bool:
     return row[0][0].islower() and (not any(row[1:]) or not any(previous[1:]))
 
 
-def _tables(text: str) -> Iterable[list[str]]:
+def _years_only(row: list[str]) -> bool:
+    """Whether a row's cells are years and blanks only: a header row printed below the separator."""
+    cells = [c.strip("*") for c in row if c]
+    return bool(cells) and all(_YEAR.fullmatch(c) for c in cells)
+
+
+def _tables(text: str) -> Iterable[tuple[str, list[str]]]:
+    """Each table's rows with its caption: the last line of text before it (or the text its first row is glued to)."""
     rows: list[str] = []
+    caption = last = ""
     for line in text.splitlines():
         if line.count("|") >= 2:
+            if not rows:
+                glued = line[: line.index("|")].strip()
+                caption = glued or last
             rows.append(line[line.index("|") :])
-        elif rows:
-            yield rows
-            rows = []
+        else:
+            if rows:
+                yield caption, rows
+                rows = []
+            if line.strip():
+                last = line.strip()
     if rows:
-        yield rows
+        yield caption, rows
 
 
 def _is_separator(row: list[str]) -> bool:
@@ -166,7 +210,7 @@ class _Vocabulary:
         return np.fromiter((self.ids.setdefault(w, len(self.ids)) for w in words), np.int64, len(words))
 
     def find(self, words: Sequence[str]) -> np.ndarray:
-        return np.fromiter((self.ids.get(w, -1) for w in words), np.int64, len(words))
+        return np.fromiter(map(self.ids.get, words, itertools.repeat(-1)), np.int64, len(words))
 
 
 def _pair_keys(ids: np.ndarray, row: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -394,12 +438,14 @@ class Asked:
     three words and figures."""
 
     words: list[list[str]]  # content words, in order
+    in_labels: sparse.csr_matrix  # (questions x row-label terms): the words some context's row labels hold
     pairs: list[np.ndarray]  # sorted distinct hashes of the known word pairs
     pair_counts: np.ndarray  # distinct word pairs of each question, known or not
     triples: list[np.ndarray]  # likewise for runs of three words
     triple_counts: np.ndarray
     figures: list[np.ndarray]  # sorted distinct hashes of the figures
     figure_counts: np.ndarray
+    years: np.ndarray  # the years each question names (`year_mask`, uint64)
 
 
 class PageEvidence:
@@ -417,9 +463,12 @@ class PageEvidence:
             self.vocabulary.add(counts.words)  # the corpus's ids, in its first-seen order
         self.stems = _Vocabulary()  # the stemmed words of pairs and triples
         labels: list[list[np.ndarray]] = []
+        years: list[list[int]] = []  # each label's table's header years (`year_mask`)
         key_sets = []
         for text in texts:
-            labels.append([self.vocabulary.add(content_words(label)) for label in row_labels(text)])
+            rows = labelled_rows(text)
+            labels.append([self.vocabulary.add(content_words(label)) for label, _ in rows])
+            years.append([mask for _, mask in rows])
             ids = self.stems.add(phrase_words(text))
             kinds = (_mix(_pair_keys(ids)[0]), _mix(_triple_keys(ids)[0], TRIPLES), _mix(_figure_keys(text), FIGURES))
             key_sets.append(np.unique(np.concatenate(kinds)))
@@ -427,9 +476,13 @@ class PageEvidence:
         del key_sets
         self.row_words = _TermSets([np.concatenate(ls) if ls else np.zeros(0, np.int64) for ls in labels], counts)
         # Every (context, label) with words, as a row: the label's idf mass (over the row-label vocabulary).
-        named = [(d, ids) for d, ls in enumerate(labels) for ids in ls if len(ids)]
-        self.label_doc = np.array([d for d, _ in named], np.int64)
-        members = self.row_words.asked([ids for _, ids in named])
+        named = [(d, ids, mask) for d, ls in enumerate(labels) for ids, mask in zip(ls, years[d], strict=True)]
+        named = [(d, ids, mask) for d, ids, mask in named if len(ids)]
+        self.label_doc = np.array([d for d, _, _ in named], np.int64)
+        self.label_years = np.array([mask for _, _, mask in named], np.uint64)
+        # Context d's labels are label_starts[d]:label_starts[d + 1] (they were read in corpus order).
+        self.label_starts = np.searchsorted(self.label_doc, np.arange(self.n_docs + 1))
+        members = self.row_words.asked([ids for _, ids, _ in named])
         self.label_terms = members.multiply(self.row_words.idf).tocsr()
         self.label_mass = np.asarray(self.label_terms.sum(axis=1)).ravel()
 
@@ -437,7 +490,8 @@ class PageEvidence:
     def nbytes(self) -> int:
         """Memory held by the index's arrays (the vocabulary's dictionary aside)."""
         labels = self.label_terms.data.nbytes + self.label_terms.indices.nbytes + self.label_terms.indptr.nbytes
-        return self.sets.nbytes + self.row_words.nbytes + labels + self.label_doc.nbytes
+        located = self.label_doc.nbytes + self.label_years.nbytes + self.label_starts.nbytes
+        return self.sets.nbytes + self.row_words.nbytes + labels + located
 
     def asked(self, questions: Sequence[str]) -> Asked:
         """What the features read of the questions."""
@@ -452,12 +506,14 @@ class PageEvidence:
         n = len(questions)
         return Asked(
             words=said,
+            in_labels=self._row_label_words(said),
             pairs=hashed_each(*_pair_keys(ids, row), n),
             pair_counts=np.array([len(word_pairs(w)) for w in words], np.float32),
             triples=hashed_each(*_triple_keys(ids, row), n, TRIPLES),
             triple_counts=np.array([len(word_triples(w)) for w in words], np.float32),
             figures=hashed_each(values, value_row, n, FIGURES),
             figure_counts=np.array([len(f) for f in stated], np.float32),
+            years=np.array([year_mask(q) for q in questions], np.uint64),
         )
 
     def features(self, questions: Sequence[str] | Asked) -> dict[str, np.ndarray]:
@@ -471,17 +527,49 @@ class PageEvidence:
 
     def corpus_features(self, asked: Asked) -> dict[str, sparse.csr_matrix]:
         """The CORPUS_FEATURES, (questions x contexts) sparse."""
-        in_labels = self.row_label_words(asked)
+        in_labels = asked.in_labels
         return {"row_words": self.row_words.share(in_labels), "line_item": self._line_item(in_labels)}
 
-    def candidate_features(self, asked: Asked, docs: np.ndarray) -> dict[str, np.ndarray]:
-        """The CANDIDATE_FEATURES of the contexts `docs` ((questions x candidates) positions), same shape."""
-        pairs, triples, numbers = self.sets.found(docs, [asked.pairs, asked.triples, asked.figures])
-        return {
-            "phrases": pairs / np.maximum(asked.pair_counts, 1)[:, None],
-            "triples": triples / np.maximum(asked.triple_counts, 1)[:, None],
-            "numbers": numbers / np.maximum(asked.figure_counts, 1)[:, None],
+    def candidate_features(
+        self, asked: Asked, docs: np.ndarray, names: Sequence[str] = CANDIDATE_FEATURES
+    ) -> dict[str, np.ndarray]:
+        """The CANDIDATE_FEATURES named (all by default) of the contexts `docs` ((questions x candidates)
+        positions), same shape."""
+        keyed = {
+            "phrases": (asked.pairs, asked.pair_counts),
+            "triples": (asked.triples, asked.triple_counts),
+            "numbers": (asked.figures, asked.figure_counts),
         }
+        looked_up = [name for name in names if name in keyed]
+        found = self.sets.found(docs, [keyed[name][0] for name in looked_up]) if looked_up else []
+        out = {name: held / np.maximum(keyed[name][1], 1)[:, None] for name, held in zip(looked_up, found, strict=True)}
+        if "row_years" in names:
+            out["row_years"] = self.row_years(asked, docs)
+        return out
+
+    def row_years(self, asked: Asked, docs: np.ndarray) -> np.ndarray:
+        """The `row_years` feature of the contexts `docs` ((questions x candidates) positions; -1: none), float32.
+        Only the candidates' labels are read, so its cost per question is the same at any corpus size."""
+        out = np.zeros(docs.shape, np.float32)
+        dated = np.flatnonzero(asked.years)  # a question that names no year scores 0 everywhere
+        if not len(dated) or not len(self.label_doc):
+            return out
+        chosen = np.unique(docs[dated][docs[dated] >= 0])
+        first, last = self.label_starts[chosen], self.label_starts[chosen + 1]
+        labels = np.repeat(last - np.cumsum(last - first), last - first) + np.arange(int((last - first).sum()))
+        named = (asked.in_labels[dated] @ self.label_terms[labels].T).tocoo()  # matched mass per (question, label)
+        # Each cell's candidate column (-1: the label's context is not among its question's candidates); a block of
+        # questions x contexts, as the search's score blocks are (`t2rag.retrieval.fused.FUSION_BYTES`).
+        column = np.full((len(dated), self.n_docs + 1), -1, np.int32)  # the last column: no candidate
+        rows = np.repeat(np.arange(len(dated)), docs.shape[1])
+        column[rows, docs[dated].ravel()] = np.tile(np.arange(docs.shape[1], dtype=np.int32), len(dated))
+        label = labels[named.col]
+        at = column[named.row, self.label_doc[label]]
+        q = dated[named.row]
+        kept = (at >= 0) & ((asked.years[q] & ~self.label_years[label]) == 0)  # its table names every year asked
+        value = (named.data[kept] / self.label_mass[label[kept]]).astype(np.float32)
+        np.maximum.at(out, (q[kept], at[kept]), value)
+        return out
 
     def _line_item(self, in_labels: sparse.csr_matrix) -> sparse.csr_matrix:
         """(questions x contexts), sparse: the idf mass of the largest row label each context has that the question
@@ -491,10 +579,10 @@ class PageEvidence:
         scaled = scale_line_item(mass.data, best[mass.row])
         return sparse.csr_matrix((scaled, (mass.row, mass.col)), shape=mass.shape)
 
-    def row_label_words(self, asked: Asked) -> sparse.csr_matrix:
-        """(questions x row-label terms): the question's words that some context's row labels hold."""
-        ids = self.vocabulary.find([w for words in asked.words for w in words])
-        bounds = np.cumsum([len(words) for words in asked.words])[:-1]
+    def _row_label_words(self, said: list[list[str]]) -> sparse.csr_matrix:
+        """(questions x row-label terms): the questions' words (`said`) that some context's row labels hold."""
+        ids = self.vocabulary.find([w for words in said for w in words])
+        bounds = np.cumsum([len(words) for words in said])[:-1]
         return self.row_words.asked(np.split(ids, bounds))
 
     def line_item_mass(self, in_labels: sparse.csr_matrix) -> sparse.csr_matrix:

@@ -11,6 +11,7 @@ from t2rag.retrieval import fused
 from t2rag.retrieval.base import MIN_DEPTH, Hits
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
 from t2rag.retrieval.contained_pages import DEPTH
+from t2rag.retrieval.page_evidence import PAGE_FEATURES
 from t2rag.retrieval.ranking import top_n
 
 
@@ -37,7 +38,7 @@ def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> 
     np.testing.assert_allclose(retriever.fused_scores(texts), expected, atol=1e-6)
     indices, scores = top_n(expected, MIN_DEPTH)
     if retriever.contained is not None:  # then a held page moves above its holder (t2rag.retrieval.contained_pages)
-        page = [c for c in ("row_words", "line_item", "phrases", "triples", "numbers") if c in parts]
+        page = [c for c in PAGE_FEATURES if c in parts]
         top = lambda row: np.array([parts[c][row, indices[row, :DEPTH]] for c in page])  # noqa: E731
         held, _ = retriever.contained.prefer_held(indices, scores, top)
         assert (held != indices).any(axis=1).sum() >= 3

@@ -18,11 +18,13 @@ from t2rag.retrieval.page_evidence import (
     content_words,
     figures,
     hashed,
+    labelled_rows,
     phrase_words,
     row_labels,
     stem,
     word_pairs,
     word_triples,
+    year_mask,
 )
 
 
@@ -126,6 +128,60 @@ def test_bm25_page_tells_the_pages_of_one_report_apart(sample) -> None:
     assert 100 * mrr_at_k(page, 3) >= 96 and 100 * recall_at_k(page, 1) >= 93
     tat = {name: recall_at_k(ranks[name, "TAT-DQA"], 1) for name in ("bm25_meta", "bm25_page")}
     assert tat["bm25_page"] > tat["bm25_meta"] + 0.05
+
+
+def _years(mask: int) -> set[int]:
+    return {1980 + bit for bit in range(64) if mask >> bit & 1}
+
+
+def test_a_row_carries_the_years_its_table_prints_above_it(sample) -> None:
+    """Real TAT-DQA pages: Mimecast's 2019 table prints its years on the row below the separator (empty label),
+    Jabil's on a row of years alone, and Finjan's RSU table only in its caption; each row label carries its own
+    table's years, not the page's."""
+    mimecast = _context(sample, "TAT-DQA", "Other income (expense)\n\n|                      | Year ended March 31, |")
+    rows = dict(labelled_rows(mimecast))
+    assert _years(rows["interest income"]) == {2018, 2019}
+    assert _years(rows["cost of revenue"]) == {2017, 2018}  # the prior year's comparison, further down the page
+    jabil = _context(sample, "TAT-DQA", "Tax Carryforwards")
+    rows = dict(labelled_rows(jabil))
+    assert "2019" not in row_labels(jabil)  # a row of years alone is a header row, not a label
+    assert _years(rows["beginning balance"]) == {2017, 2018, 2019}
+    finjan = _context(sample, "TAT-DQA", "Weighted-average Black-Scholes option pricing model assumptions")
+    rows = dict(labelled_rows(finjan))
+    assert _years(rows["volatility"]) == {2018, 2019}  # from its header
+    assert _years(rows["shares granted"]) == {2018, 2019}  # from "... for the years ended December 31, 2019 and 2018:"
+
+
+def test_row_years_equals_a_direct_count(sample) -> None:
+    """Per (question, context): the largest idf-weighted share of a label's words the question holds, over the
+    labels whose table names every year the question names; scored on every context and on chosen candidates."""
+    questions, corpora = sample
+    for subset in ("FinQA", "TAT-DQA"):
+        texts = list(corpora[subset].texts)
+        asked = questions.subset(subset).table.column("question").to_pylist()[:30]
+        evidence = PageEvidence(texts)
+        got = evidence.features(asked)["row_years"]
+        rows = [[(set(content_words(label)), _years(mask)) for label, mask in labelled_rows(t)] for t in texts]
+        held = [set().union(*(words for words, _ in r)) for r in rows]
+        vocab = set().union(*held)
+        idf = {w: math.log((len(held) + 1) / (sum(w in h for h in held) + 0.5)) for w in vocab}
+        for q, question in enumerate(asked):
+            words, years = set(content_words(question)), _years(year_mask(question))
+            for d in range(len(texts)):
+                shares = [
+                    sum(idf[w] for w in label & words) / sum(idf[w] for w in label)
+                    for label, table in rows[d]
+                    if label and years and years <= table
+                ]
+                assert got[q, d] == pytest.approx(max(shares, default=0.0), abs=1e-5)
+        dated = [q for q, question in enumerate(asked) if year_mask(question)]
+        assert sum(got[q].max() > 0 for q in dated) >= len(dated) / 2  # it fires for most questions naming years
+        rng = np.random.default_rng(3)
+        docs = np.stack([rng.choice(len(texts), 12, replace=False) for _ in asked])
+        docs[0, -1] = -1  # a shard may hold fewer candidates than asked for
+        chosen = evidence.candidate_features(evidence.asked(asked), docs, ("row_years",))["row_years"]
+        expect = np.where(docs >= 0, np.take_along_axis(got, np.maximum(docs, 0), axis=1), 0.0)
+        np.testing.assert_allclose(chosen, expect, atol=1e-6)
 
 
 def test_a_context_key_set_finds_exactly_the_keys_it_holds() -> None:
