@@ -558,13 +558,15 @@ class PageEvidence:
         first, last = self.label_starts[chosen], self.label_starts[chosen + 1]
         labels = np.repeat(last - np.cumsum(last - first), last - first) + np.arange(int((last - first).sum()))
         named = (asked.in_labels[dated] @ self.label_terms[labels].T).tocoo()  # matched mass per (question, label)
-        # Each cell's candidate column (-1: the label's context is not among its question's candidates); a block of
-        # questions x contexts, as the search's score blocks are (`t2rag.retrieval.fused.FUSION_BYTES`).
-        column = np.full((len(dated), self.n_docs + 1), -1, np.int32)  # the last column: no candidate
+        # Each cell's candidate column (-1: the label's context is not among its question's candidates), over the
+        # chosen contexts only (the last column: a -1 candidate), so it grows with the candidates, not the corpus.
+        column = np.full((len(dated), len(chosen) + 1), -1, np.int32)
         rows = np.repeat(np.arange(len(dated)), docs.shape[1])
-        column[rows, docs[dated].ravel()] = np.tile(np.arange(docs.shape[1], dtype=np.int32), len(dated))
+        given = docs[dated].ravel()
+        place = np.where(given >= 0, np.searchsorted(chosen, given), len(chosen))
+        column[rows, place] = np.tile(np.arange(docs.shape[1], dtype=np.int32), len(dated))
         label = labels[named.col]
-        at = column[named.row, self.label_doc[label]]
+        at = column[named.row, np.searchsorted(chosen, self.label_doc[label])]
         q = dated[named.row]
         kept = (at >= 0) & ((asked.years[q] & ~self.label_years[label]) == 0)  # its table names every year asked
         value = (named.data[kept] / self.label_mass[label[kept]]).astype(np.float32)
