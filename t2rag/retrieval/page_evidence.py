@@ -165,7 +165,12 @@ def content_words(text: str) -> list[str]:
 
 def figures(text: str) -> set[str]:
     """The numbers a text states (thousands separators dropped), years excepted."""
-    return {n for n in _NUMBER.findall(text.replace(",", "")) if not _YEAR.fullmatch(n)}
+    return {n for n in _NUMBER.findall(text.replace(",", "")) if not _is_year(n)}
+
+
+def _is_year(number: str) -> bool:
+    """Whether a number `_NUMBER` found is one `_YEAR` matches whole (a string test: it runs for every figure)."""
+    return len(number) == 4 and number[:2] in ("19", "20") and number[2:].isdecimal()
 
 
 def word_pairs(words: Sequence[str]) -> set[tuple[str, str]]:
@@ -439,6 +444,7 @@ class Asked:
 
     words: list[list[str]]  # content words, in order
     in_labels: sparse.csr_matrix  # (questions x row-label terms): the words some context's row labels hold
+    named: sparse.csr_matrix  # (questions x row labels): the idf mass of each label's words the question names
     pairs: list[np.ndarray]  # sorted distinct hashes of the known word pairs
     pair_counts: np.ndarray  # distinct word pairs of each question, known or not
     triples: list[np.ndarray]  # likewise for runs of three words
@@ -480,8 +486,6 @@ class PageEvidence:
         named = [(d, ids, mask) for d, ids, mask in named if len(ids)]
         self.label_doc = np.array([d for d, _, _ in named], np.int64)
         self.label_years = np.array([mask for _, _, mask in named], np.uint64)
-        # Context d's labels are label_starts[d]:label_starts[d + 1] (they were read in corpus order).
-        self.label_starts = np.searchsorted(self.label_doc, np.arange(self.n_docs + 1))
         members = self.row_words.asked([ids for _, ids, _ in named])
         self.label_terms = members.multiply(self.row_words.idf).tocsr()
         self.label_mass = np.asarray(self.label_terms.sum(axis=1)).ravel()
@@ -490,7 +494,7 @@ class PageEvidence:
     def nbytes(self) -> int:
         """Memory held by the index's arrays (the vocabulary's dictionary aside)."""
         labels = self.label_terms.data.nbytes + self.label_terms.indices.nbytes + self.label_terms.indptr.nbytes
-        located = self.label_doc.nbytes + self.label_years.nbytes + self.label_starts.nbytes
+        located = self.label_doc.nbytes + self.label_years.nbytes
         return self.sets.nbytes + self.row_words.nbytes + labels + located
 
     def asked(self, questions: Sequence[str]) -> Asked:
@@ -504,9 +508,11 @@ class PageEvidence:
         values = np.array([float(n) for f in stated for n in f], np.float64)
         value_row = np.repeat(np.arange(len(questions)), [len(f) for f in stated])
         n = len(questions)
+        in_labels = self._row_label_words(said)
         return Asked(
             words=said,
-            in_labels=self._row_label_words(said),
+            in_labels=in_labels,
+            named=(in_labels @ self.label_terms.T).tocsr(),
             pairs=hashed_each(*_pair_keys(ids, row), n),
             pair_counts=np.array([len(word_pairs(w)) for w in words], np.float32),
             triples=hashed_each(*_triple_keys(ids, row), n, TRIPLES),
@@ -527,8 +533,7 @@ class PageEvidence:
 
     def corpus_features(self, asked: Asked) -> dict[str, sparse.csr_matrix]:
         """The CORPUS_FEATURES, (questions x contexts) sparse."""
-        in_labels = asked.in_labels
-        return {"row_words": self.row_words.share(in_labels), "line_item": self._line_item(in_labels)}
+        return {"row_words": self.row_words.share(asked.in_labels), "line_item": self._line_item(asked.named)}
 
     def candidate_features(
         self, asked: Asked, docs: np.ndarray, names: Sequence[str] = CANDIDATE_FEATURES
@@ -549,34 +554,37 @@ class PageEvidence:
 
     def row_years(self, asked: Asked, docs: np.ndarray) -> np.ndarray:
         """The `row_years` feature of the contexts `docs` ((questions x candidates) positions; -1: none), float32.
-        Only the candidates' labels are read, so its cost per question is the same at any corpus size."""
+        It reads the (question, label) matches the line items made (`Asked.named`), keeps those whose table names
+        every year asked, and places the kept ones of each question's candidates: no array spans the corpus."""
         out = np.zeros(docs.shape, np.float32)
         dated = np.flatnonzero(asked.years)  # a question that names no year scores 0 everywhere
         if not len(dated) or not len(self.label_doc):
             return out
-        chosen = np.unique(docs[dated][docs[dated] >= 0])
-        first, last = self.label_starts[chosen], self.label_starts[chosen + 1]
-        labels = np.repeat(last - np.cumsum(last - first), last - first) + np.arange(int((last - first).sum()))
-        named = (asked.in_labels[dated] @ self.label_terms[labels].T).tocoo()  # matched mass per (question, label)
+        candidates = docs[dated]
+        chosen = np.unique(candidates[candidates >= 0])
+        if not len(chosen):
+            return out
+        named = asked.named[dated].tocoo()
+        years_held = (asked.years[dated[named.row]] & ~self.label_years[named.col]) == 0
+        row, label, mass = named.row[years_held], named.col[years_held], named.data[years_held]
         # Each cell's candidate column (-1: the label's context is not among its question's candidates), over the
-        # chosen contexts only (the last column: a -1 candidate), so it grows with the candidates, not the corpus.
+        # chosen contexts only (the last column, always -1: a context not chosen).
         column = np.full((len(dated), len(chosen) + 1), -1, np.int32)
-        rows = np.repeat(np.arange(len(dated)), docs.shape[1])
-        given = docs[dated].ravel()
-        place = np.where(given >= 0, np.searchsorted(chosen, given), len(chosen))
-        column[rows, place] = np.tile(np.arange(docs.shape[1], dtype=np.int32), len(dated))
-        label = labels[named.col]
-        at = column[named.row, np.searchsorted(chosen, self.label_doc[label])]
-        q = dated[named.row]
-        kept = (at >= 0) & ((asked.years[q] & ~self.label_years[label]) == 0)  # its table names every year asked
-        value = (named.data[kept] / self.label_mass[label[kept]]).astype(np.float32)
-        np.maximum.at(out, (q[kept], at[kept]), value)
+        row_of, rank = np.nonzero(candidates >= 0)
+        column[row_of, np.searchsorted(chosen, candidates[row_of, rank])] = rank
+        doc = self.label_doc[label]
+        place = np.searchsorted(chosen, doc)
+        place[chosen[np.minimum(place, len(chosen) - 1)] != doc] = len(chosen)
+        at = column[row, place]
+        kept = at >= 0
+        value = (mass[kept] / self.label_mass[label[kept]]).astype(np.float32)
+        np.maximum.at(out, (dated[row[kept]], at[kept]), value)
         return out
 
-    def _line_item(self, in_labels: sparse.csr_matrix) -> sparse.csr_matrix:
+    def _line_item(self, named: sparse.csr_matrix) -> sparse.csr_matrix:
         """(questions x contexts), sparse: the idf mass of the largest row label each context has that the question
-        names whole (`in_labels`: the question's row-label words), over the question's best such mass."""
-        mass = self.line_item_mass(in_labels).tocoo()
+        names whole (`named`: `Asked.named`), over the question's best such mass."""
+        mass = self.line_item_mass(named).tocoo()
         best = line_item_best(mass)
         scaled = scale_line_item(mass.data, best[mass.row])
         return sparse.csr_matrix((scaled, (mass.row, mass.col)), shape=mass.shape)
@@ -587,13 +595,13 @@ class PageEvidence:
         bounds = np.cumsum([len(words) for words in said])[:-1]
         return self.row_words.asked(np.split(ids, bounds))
 
-    def line_item_mass(self, in_labels: sparse.csr_matrix) -> sparse.csr_matrix:
+    def line_item_mass(self, named: sparse.csr_matrix) -> sparse.csr_matrix:
         """(questions x contexts), sparse float32: the idf mass of the largest row label each context has that the
-        question names whole, before its scaling by the question's best (`scale_line_item`)."""
-        n = in_labels.shape[0]
+        question names whole, before its scaling by the question's best (`scale_line_item`); `named`: `Asked.named`."""
+        n = named.shape[0]
         if not len(self.label_doc):
             return sparse.csr_matrix((n, self.n_docs), dtype=np.float32)
-        named = (in_labels @ self.label_terms.T).tocoo()  # matched mass per (question, label)
+        named = named.tocoo()
         whole = named.data >= self.label_mass[named.col] * (1 - 1e-5)  # float32 sums in another order
         q, label = named.row[whole].astype(np.int64), named.col[whole]
         cells, at = np.unique(q * self.n_docs + self.label_doc[label], return_inverse=True)

@@ -1,5 +1,6 @@
-"""Fused retrieval: the weighted sum of its components, the same in question blocks of any size, and a second stage
-on the first stage's candidates that loses no gold context the full scoring ranks in the top 3."""
+"""Fused retrieval: the weighted sum of its components, the same in question blocks of any size (in threads or
+not), and a second stage on the first stage's candidates that loses no gold context the full scoring ranks in the
+top 3."""
 
 from __future__ import annotations
 
@@ -44,10 +45,14 @@ def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> 
         assert (held != indices).any(axis=1).sum() >= 3
         indices = held
     np.testing.assert_array_equal(whole.indices, indices)
-    monkeypatch.setattr(fused, "FUSION_BYTES", 7 * fused.BYTES_PER_SCORE * len(corpus))  # 7 questions a block
-    blocked = retriever.search(texts, 3)
+    monkeypatch.setattr(fused, "FUSION_BYTES", 7 * fused.BYTES_PER_SCORE * len(corpus) * fused.SEARCH_THREADS)
+    blocked = retriever.search(texts, 3)  # 7 questions a block, the blocks in SEARCH_THREADS threads
     np.testing.assert_array_equal(blocked.indices, whole.indices)
     np.testing.assert_array_equal(blocked.scores, whole.scores)
+    monkeypatch.setattr(fused, "SEARCH_THREADS", 1)
+    serial = retriever.search(texts, 3)
+    np.testing.assert_array_equal(serial.indices, whole.indices)
+    np.testing.assert_array_equal(serial.scores, whole.scores)
 
 
 @pytest.mark.parametrize("name", ["hybrid_chunked", "hybrid_meta", "bm25_focus"])
