@@ -165,12 +165,7 @@ def content_words(text: str) -> list[str]:
 
 def figures(text: str) -> set[str]:
     """The numbers a text states (thousands separators dropped), years excepted."""
-    return {n for n in _NUMBER.findall(text.replace(",", "")) if not _is_year(n)}
-
-
-def _is_year(number: str) -> bool:
-    """Whether a number `_NUMBER` found is one `_YEAR` matches whole (a string test: it runs for every figure)."""
-    return len(number) == 4 and number[:2] in ("19", "20") and number[2:].isdecimal()
+    return {n for n in _NUMBER.findall(text.replace(",", "")) if not _YEAR.fullmatch(n)}
 
 
 def word_pairs(words: Sequence[str]) -> set[tuple[str, str]]:
