@@ -31,7 +31,7 @@ PACKAGES = ("t2rag", "ray_jobs", "serve")
 LAYERS: list[tuple[str, ...]] = [
     ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.model_loads", "t2rag.model_access", "t2rag.quiet",
      "t2rag.jsonl",
-     "t2rag.tokenize"),
+     "t2rag.tokenize", "t2rag.timing"),
     ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.rates", "t2rag.results.records",
      "t2rag.results.numbers", "t2rag.results.outcomes", "t2rag.results.significance"),
     ("t2rag.generation", "t2rag.retrieval"),

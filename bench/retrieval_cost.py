@@ -6,9 +6,11 @@
 
 Time: every retriever is indexed first (reusing cached tables; index time is not a per-question cost), then each
 subset's questions are searched as one block, `--rounds` times, the methods taking turns in every round so that a
-busy spell of the machine falls on all of them alike; the median round counts. Reported per method: milliseconds
-per question for embedding the questions (dense methods; on a GPU actor pool this is what a cluster pays per
-question), for the search itself, and both together, each as a ratio to BM25's.
+busy spell of the machine falls on all of them alike, each call with the garbage collector off (`t2rag.timing`).
+Reported per method: milliseconds per question for embedding the questions (dense methods; on a GPU actor pool
+this is what a cluster pays per question), for the search itself, and both together (medians of the rounds), each
+as a ratio to BM25's: the median over rounds of the ratio within the round, so that a slow round weighs on both
+sides of its ratio.
 
 Memory (`--memory`): each (method, subset) runs again in a fresh process that builds the corpus, resets the
 kernel's peak-RSS mark, then indexes and searches: its peak resident memory above what the corpus alone held is the
@@ -35,6 +37,7 @@ from t2rag.data.distractors import extend, synthetic_contexts
 from t2rag.methods import get_method
 from t2rag.retrieval import QueryBlock, RetrievalConfig, build_retriever
 from t2rag.retrieval.embedder import EmbedderConfig, make_embedder
+from t2rag.timing import seconds
 
 METHODS = "bm25,bm25_numeric,bm25_meta,bm25_page,bm25_focus,chunked,hybrid_chunked,hybrid_meta"
 
@@ -49,46 +52,44 @@ def corpora_and_questions(data: str | None, distractors: int) -> tuple[dict, dic
     return corpora, asked
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def timings(args, methods: list[str]) -> dict:
-    """Embedding and search seconds per method over every subset: medians of alternating rounds."""
+    """Embedding and search seconds per method over every subset (medians of alternating rounds), and each
+    method's ratios to BM25's: the median over rounds of the ratio within a round, the subsets summed."""
     corpora, asked = corpora_and_questions(args.data, args.distractors)
     index_uri = args.index_uri or (tempfile.mkdtemp() if args.distractors else None)
     config = RetrievalConfig(embedder=EmbedderConfig(model=args.embedder), index_uri=index_uri)
     embedder = make_embedder(config.embedder)
     rows: dict[str, dict] = {m: {"embed_s": 0.0, "search_s": 0.0} for m in methods}
+    # Per method and round, the search seconds and the embedding seconds summed over the subsets.
+    searched = {m: [0.0] * args.rounds for m in methods}
+    embedded = {m: [0.0] * args.rounds for m in methods}
     for subset, corpus in corpora.items():
         texts = asked[subset]
-        vectors, embed_s = None, 0.0
+        vectors, embed_runs = None, [0.0] * args.rounds
         blocks = {}
         for method in methods:
             retriever = build_retriever(get_method(method).retriever, config)
             retriever.index(corpus)
             if retriever.needs_query_vectors and vectors is None:  # embedded once per subset, for every dense method
                 embedder.embed_queries(texts[:32])  # warm-up
-                runs = [timed(lambda t=texts: embedder.embed_queries(t)) for _ in range(args.rounds)]
-                embed_s = statistics.median(runs)
+                embed_runs = [seconds(lambda t=texts: embedder.embed_queries(t)) for _ in range(args.rounds)]
                 vectors = embedder.embed_queries(texts)
             if retriever.needs_query_vectors:
-                rows[method]["embed_s"] += embed_s
+                rows[method]["embed_s"] += statistics.median(embed_runs)
+                embedded[method] = [a + b for a, b in zip(embedded[method], embed_runs, strict=True)]
             block = QueryBlock(texts, vectors if retriever.needs_query_vectors else None)
             retriever.search(QueryBlock(texts[:8], None if block.vectors is None else block.vectors[:8]), 3)
             blocks[method] = (retriever, block)
         runs: dict[str, list[float]] = {m: [] for m in methods}
         for _ in range(args.rounds):
             for method, (retriever, block) in blocks.items():
-                runs[method].append(timed(lambda r=retriever, b=block: r.search(b, 3)))
+                runs[method].append(seconds(lambda r=retriever, b=block: r.search(b, 3)))
         for method in methods:
             rows[method]["search_s"] += statistics.median(runs[method])
+            searched[method] = [a + b for a, b in zip(searched[method], runs[method], strict=True)]
         del blocks
     n_questions = sum(len(t) for t in asked.values())
     out = {"questions": n_questions, "documents": {s: len(c) for s, c in corpora.items()}, "methods": {}}
-    base = rows.get("bm25")
     for method, r in rows.items():
         total = r["embed_s"] + r["search_s"]
         entry = {
@@ -96,11 +97,19 @@ def timings(args, methods: list[str]) -> dict:
             "search_ms": round(1000 * r["search_s"] / n_questions, 3),
             "total_ms": round(1000 * total / n_questions, 3),
         }
-        if base:
-            entry["search_vs_bm25"] = round(r["search_s"] / base["search_s"], 2)
-            entry["total_vs_bm25"] = round(total / (base["embed_s"] + base["search_s"]), 2)
+        if "bm25" in rows:
+            entry["search_vs_bm25"] = round(paired_ratio(searched[method], searched["bm25"]), 2)
+            totals = [s + e for s, e in zip(searched[method], embedded[method], strict=True)]
+            bm25_totals = [s + e for s, e in zip(searched["bm25"], embedded["bm25"], strict=True)]
+            entry["total_vs_bm25"] = round(paired_ratio(totals, bm25_totals), 2)
         out["methods"][method] = entry
     return out
+
+
+def paired_ratio(seconds_of: list[float], base: list[float]) -> float:
+    """The median over rounds of one round's seconds over the base's in the same round: a slow spell of the machine
+    lasting a round weighs on both."""
+    return statistics.median(a / b for a, b in zip(seconds_of, base, strict=True))
 
 
 def _rss_kb(field: str) -> int:
@@ -120,7 +129,9 @@ def one_peak(args) -> dict:
     held = _rss_kb("VmRSS:")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # the peak RSS mark (VmHWM) restarts from here
-    index_s = timed(lambda: retriever.index(corpus))
+    start = time.perf_counter()  # the collector stays on: a peak without it would not be the method's
+    retriever.index(corpus)
+    index_s = time.perf_counter() - start
     retriever.search(QueryBlock(texts, vectors), 3)
     peak = _rss_kb("VmHWM:")
     return {
@@ -175,7 +186,7 @@ def main() -> None:
         print(json.dumps(out))
         return
     print(f"{out['questions']} questions, documents per subset {out['documents']}, embedder {args.embedder}, "
-          f"medians of {args.rounds} alternating rounds")  # fmt: skip
+          f"medians of {args.rounds} alternating rounds, ratios paired within a round")  # fmt: skip
     print(f"{'method':16} {'embed ms/q':>11} {'search ms/q':>12} {'total ms/q':>11} {'search/bm25':>12} total/bm25")
     for method, e in out["methods"].items():
         print(

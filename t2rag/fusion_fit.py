@@ -15,9 +15,7 @@ cost budget.
 
 from __future__ import annotations
 
-import gc
 import hashlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from t2rag.resources import Resources
 from t2rag.retrieval.base import Retriever
 from t2rag.retrieval.config import build_retriever, fused_retriever
 from t2rag.retrieval.fused import FUSED_METHODS, FusionWeights
+from t2rag.timing import seconds
 
 #: L2 penalty on the raw weights (whose scale is the softmax's inverse temperature), per question.
 L2_PENALTY = 1e-3
@@ -190,17 +189,8 @@ def search_seconds(retrievers: list[Retriever], corpus: Corpus, questions: list[
 
 
 def timed_search(retriever: Retriever, questions: list[str]) -> float:
-    """Seconds one search of the questions takes, with the garbage collector off while it runs (as `timeit` times):
-    a collection's pause grows with every object the process holds (a fit holds every method's components), not
-    with the method timed."""
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        retriever.search(questions, 3)
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
+    """Seconds one search of the questions takes (`t2rag.timing.seconds`: the garbage collector off)."""
+    return seconds(lambda: retriever.search(questions, 3))
 
 
 def fit_fusion(config: RunConfig, methods: list[str] | None = None) -> list[FitResult]:

@@ -49,6 +49,7 @@ from t2rag.retrieval.page_evidence import (
     scale_line_item,
 )
 from t2rag.retrieval.ranking import top_n
+from t2rag.retrieval.years import years_named
 
 COMPONENTS: tuple[str, ...] = ("lexical", "dense", *FEATURES, *PAGE_FEATURES)
 #: The prior's features of the first fused methods (before `report_named`).
@@ -90,6 +91,7 @@ class Reading:
     match: np.ndarray | None  # (questions x companies) name match, when the prior is used
     left_out: list[frozenset[str]] | None  # per question, the words BM25 leaves out (`company_free`)
     asked: Asked | None  # what page evidence reads, when it is used
+    years: list[frozenset[int]] | None  # the years each question names, when the prior or page evidence is used
 
 
 @dataclass(frozen=True)
@@ -230,13 +232,15 @@ class FusedRetriever(IndexedMixin, Retriever):
 
     def read(self, questions: Sequence[str]) -> Reading:
         """What every component reads of a block of questions, made once: their company match, the words BM25
-        leaves out of each (its company's name when `company_free`) and what page evidence reads."""
+        leaves out of each (its company's name when `company_free`), what page evidence reads and the years each
+        names."""
         match = self.prior.entity_match(questions) if self.prior is not None else None
         left_out = None
         if self.company_free and self.prior is not None:
             left_out = self.prior.company_words(questions, match)
-        asked = self.page.asked(questions) if self.page is not None else None
-        return Reading(match, left_out, asked)
+        years = [years_named(q) for q in questions] if self.prior is not None or self.page is not None else None
+        asked = self.page.asked(questions, years) if self.page is not None else None
+        return Reading(match, left_out, asked, years)
 
     def components(self, queries: Sequence[str] | QueryBlock) -> dict[str, np.ndarray]:
         """Every used component as a separate (questions x documents) matrix in [0, 1], every document scored by
@@ -250,7 +254,7 @@ class FusedRetriever(IndexedMixin, Retriever):
             out["dense"] = np.zeros((len(block), len(self.corpus)))
             self._add_dense(out["dense"], block, 1.0)
         if self.prior is not None:
-            features = self.prior.features(block.texts, reading.match)
+            features = self.prior.features(block.texts, reading.match, reading.years)
             out.update({f: v for f, v in features.items() if getattr(self.weights, f) > 0})
         if reading.asked is not None:
             out.update(self.page.features(reading.asked))
@@ -280,7 +284,7 @@ class FusedRetriever(IndexedMixin, Retriever):
             self._add_dense(dense, block, w.dense)
         prior = None
         if self.prior is not None:
-            prior = self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES}, reading.match)
+            prior = self.prior.weighted(block.texts, {f: getattr(w, f) for f in FEATURES}, reading.match, reading.years)
         row_words = item_mass = None
         if reading.asked is not None:
             in_labels = reading.asked.in_labels

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from scipy import sparse
 
 from t2rag.data.corpus import Corpus
+from t2rag.retrieval.years import YEAR, years_named
 
 #: Words that name a legal form, taken out with a company's name when they follow it ("Spirent Communications Plc").
 # fmt: off
@@ -58,7 +59,6 @@ FEATURES: tuple[str, ...] = ("company", "year", "year_before", "report_named")
 NAMED_MATCH = 0.8
 
 _WORD = re.compile(r"[a-z0-9]+(?:&[a-z0-9]+)*")
-_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _SYMBOL = re.compile(r"\b[A-Z][A-Z.&]*[A-Z]\b")
 #: A year named as its report's: "the 2019 (annual|financial) report", "2015 consolidated financial statements",
 #: "2013 Form 10-K", or "the report/statements/10-K for (fiscal) (year) 2012".
@@ -81,6 +81,12 @@ def question_tokens(text: str) -> set[str]:
 
 def named_report_years(text: str) -> set[int]:
     """The years a question names as its report's (see `report_named`)."""
+    low = text.lower()
+    # `_REPORT_YEAR` needs one of these words (in any case where the text is ASCII): most questions have none, and
+    # the pattern costs a scan per year they name.
+    hinted = "report" in low or "statements" in low or "filing" in low or "10-k" in low or "form" in low
+    if not hinted and text.isascii():
+        return set()
     return {int(a or b) for a, b in _REPORT_YEAR.findall(text)}
 
 
@@ -207,10 +213,14 @@ class MetadataPrior:
         return np.minimum(match, 1.0)
 
     def pair_features(
-        self, questions: Sequence[str], match: np.ndarray | None = None, only: Sequence[str] = FEATURES
+        self,
+        questions: Sequence[str],
+        match: np.ndarray | None = None,
+        only: Sequence[str] = FEATURES,
+        years: Sequence[frozenset[int]] | None = None,
     ) -> dict[str, np.ndarray]:
         """The features `only` (all of FEATURES by default), each a (questions x (company, year) pairs) float32
-        matrix (`match`: the questions' `entity_match`, when already made)."""
+        matrix (`match`: the questions' `entity_match`, `years`: the years each names, when already made)."""
         n = len(questions)
         out = {}
         if "company" in only:
@@ -220,7 +230,7 @@ class MetadataPrior:
             if match.shape[1]:
                 out["company"][:, linked] = match[:, self.pair_entity[linked]]
         if {"year", "year_before"} & set(only):
-            mentioned = [{int(y) for y in _YEAR.findall(text)} for text in questions]
+            mentioned = [years_named(text) for text in questions] if years is None else years
             out["year"] = self._year_match(mentioned, 0)
             out["year_before"] = self._year_match(mentioned, 1)
         if "report_named" in only:
@@ -243,21 +253,31 @@ class MetadataPrior:
             out[q] = words
         return out
 
-    def features(self, questions: Sequence[str], match: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def features(
+        self,
+        questions: Sequence[str],
+        match: np.ndarray | None = None,
+        years: Sequence[frozenset[int]] | None = None,
+    ) -> dict[str, np.ndarray]:
         """Each feature of FEATURES as a (questions x documents) float32 matrix."""
-        return {name: values[:, self.doc_pair] for name, values in self.pair_features(questions, match).items()}
+        features = self.pair_features(questions, match, years=years)
+        return {name: values[:, self.doc_pair] for name, values in features.items()}
 
     def weighted(
-        self, questions: Sequence[str], weights: dict[str, float], match: np.ndarray | None = None
+        self,
+        questions: Sequence[str],
+        weights: dict[str, float],
+        match: np.ndarray | None = None,
+        years: Sequence[frozenset[int]] | None = None,
     ) -> np.ndarray:
         """(questions x documents) float64: the features' weighted sum, gathered over the documents once."""
         pairs = np.zeros((len(questions), len(self.pair_entity)))
         used = [name for name in FEATURES if weights.get(name)]
-        for name, values in self.pair_features(questions, match, used).items():
+        for name, values in self.pair_features(questions, match, used, years).items():
             pairs += weights[name] * values
         return pairs[:, self.doc_pair]
 
-    def _year_match(self, mentioned: list[set[int]], back: int) -> np.ndarray:
+    def _year_match(self, mentioned: Sequence[Iterable[int]], back: int) -> np.ndarray:
         """(questions x pairs): whether the question mentions the pair's year minus `back`."""
         out = np.zeros((len(mentioned), len(self.pair_year)), dtype=np.float32)
         dated = self.pair_year >= 0
@@ -287,5 +307,5 @@ def _first_present(corpus: Corpus, columns: Sequence[str]) -> list[str | None]:
 def _year(value: str | None) -> int:
     if value is None:
         return -1
-    match = _YEAR.search(str(value))
+    match = YEAR.search(str(value))
     return int(match.group()) if match else -1

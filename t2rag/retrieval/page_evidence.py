@@ -42,6 +42,7 @@ import numpy as np
 from scipy import sparse
 
 from t2rag.retrieval.bm25_matrix import merge_doc_freqs
+from t2rag.retrieval.years import YEAR, mask_of, year_mask
 
 #: Features of the row labels, scored on every context.
 CORPUS_FEATURES: tuple[str, ...] = ("row_words", "line_item")
@@ -53,7 +54,6 @@ PAGE_FEATURES: tuple[str, ...] = (*CORPUS_FEATURES, *CANDIDATE_FEATURES)
 FIRST_PAGE_FEATURES: tuple[str, ...] = ("row_words", "line_item", "phrases", "numbers")
 
 _WORD = re.compile(r"[a-z][a-z]+")
-_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w)")
 _SEPARATOR_CELL = re.compile(r"^:?-+:?$")
 #: Words that name no line item: question words, and the measures every financial table has.
@@ -103,19 +103,6 @@ def labelled_rows(text: str) -> list[tuple[str, int]]:
     return labelled
 
 
-#: The years a `year_mask` holds: FIRST_YEAR and the 63 after it.
-FIRST_YEAR = 1980
-
-
-def year_mask(text: str) -> int:
-    """The years from FIRST_YEAR to FIRST_YEAR + 63 that a text names (four digits), as the bits of a 64-bit mask."""
-    mask = 0
-    for year in _YEAR.findall(text):
-        if 0 <= int(year) - FIRST_YEAR < 64:
-            mask |= 1 << (int(year) - FIRST_YEAR)
-    return mask
-
-
 def _continues(previous: list[str], row: list[str]) -> bool:
     """Whether a row's label is the rest of the row above's, wrapped in the printed table: it starts in lower case
     ("Depreciation" / "and amortisation") and one of the two rows holds no values."""
@@ -125,7 +112,7 @@ def _continues(previous: list[str], row: list[str]) -> bool:
 def _years_only(row: list[str]) -> bool:
     """Whether a row's cells are years and blanks only: a header row printed below the separator."""
     cells = [c.strip("*") for c in row if c]
-    return bool(cells) and all(_YEAR.fullmatch(c) for c in cells)
+    return bool(cells) and all(YEAR.fullmatch(c) for c in cells)
 
 
 def _tables(text: str) -> Iterable[tuple[str, list[str]]]:
@@ -165,7 +152,7 @@ def content_words(text: str) -> list[str]:
 
 def figures(text: str) -> set[str]:
     """The numbers a text states (thousands separators dropped), years excepted."""
-    return {n for n in _NUMBER.findall(text.replace(",", "")) if not _YEAR.fullmatch(n)}
+    return {n for n in _NUMBER.findall(text.replace(",", "")) if not YEAR.fullmatch(n)}
 
 
 def word_pairs(words: Sequence[str]) -> set[tuple[str, str]]:
@@ -382,10 +369,14 @@ class _TermSets:
 
     def asked(self, questions: list[np.ndarray]) -> sparse.csr_matrix:
         """(questions x terms): 1 where the question has the term (terms no context holds are left out)."""
-        _, cells = _distinct_cells(questions, self.keys)
+        flat = np.concatenate(questions) if questions else np.zeros(0, np.int64)
+        return self.asked_flat(flat, np.repeat(np.arange(len(questions)), [len(q) for q in questions]), len(questions))
+
+    def asked_flat(self, terms: np.ndarray, row: np.ndarray, n: int) -> sparse.csr_matrix:
+        """`asked` of `n` questions given as one array of terms with each term's question (`row`)."""
+        _, cells = _distinct_cells_flat(terms, row.astype(np.int64, copy=False), self.keys)
         rows, cols = np.divmod(cells, max(len(self.keys), 1))
-        shape = (len(questions), len(self.keys))
-        return sparse.csr_matrix((np.ones(len(cells), np.float32), (rows, cols)), shape=shape)
+        return sparse.csr_matrix((np.ones(len(cells), np.float32), (rows, cols)), shape=(n, len(self.keys)))
 
     def share(self, asks: sparse.csr_matrix) -> sparse.csr_matrix:
         """(questions x contexts), sparse: the share of each question's terms (`asks`, from `asked`) a context
@@ -399,7 +390,11 @@ def _distinct_cells(held: list[np.ndarray], keys: np.ndarray | None) -> tuple[np
     """The sorted distinct keys (those given, or all of `held`'s) and each distinct (row, key) cell of `held` as
     row * len(keys) + key position, sorted; keys outside the given ones are dropped."""
     row = np.repeat(np.arange(len(held), dtype=np.int64), [len(h) for h in held])
-    flat = np.concatenate(held) if held else np.zeros(0)
+    return _distinct_cells_flat(np.concatenate(held) if held else np.zeros(0), row, keys)
+
+
+def _distinct_cells_flat(flat: np.ndarray, row: np.ndarray, keys: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """`_distinct_cells` of rows given as one array of keys with each key's row."""
     if keys is None:
         keys, col = np.unique(flat, return_inverse=True)
     else:
@@ -492,8 +487,8 @@ class PageEvidence:
         located = self.label_doc.nbytes + self.label_years.nbytes
         return self.sets.nbytes + self.row_words.nbytes + labels + located
 
-    def asked(self, questions: Sequence[str]) -> Asked:
-        """What the features read of the questions."""
+    def asked(self, questions: Sequence[str], years: Sequence[frozenset[int]] | None = None) -> Asked:
+        """What the features read of the questions (`years`: the years each names, when already read)."""
         said = [content_words(q) for q in questions]
         words = [[stem(w) for w in ws] for ws in said]
         lengths = [len(w) for w in words]
@@ -514,7 +509,9 @@ class PageEvidence:
             triple_counts=np.array([len(word_triples(w)) for w in words], np.float32),
             figures=hashed_each(values, value_row, n, FIGURES),
             figure_counts=np.array([len(f) for f in stated], np.float32),
-            years=np.array([year_mask(q) for q in questions], np.uint64),
+            years=np.array(
+                [year_mask(q) for q in questions] if years is None else list(map(mask_of, years)), np.uint64
+            ),
         )
 
     def features(self, questions: Sequence[str] | Asked) -> dict[str, np.ndarray]:
@@ -550,30 +547,30 @@ class PageEvidence:
     def row_years(self, asked: Asked, docs: np.ndarray) -> np.ndarray:
         """The `row_years` feature of the contexts `docs` ((questions x candidates) positions; -1: none), float32.
         It reads the (question, label) matches the line items made (`Asked.named`), keeps those whose table names
-        every year asked, and places the kept ones of each question's candidates: no array spans the corpus."""
+        every year asked (a question that names no year keeps none), and places the kept ones of each question's
+        candidates through a slot per chosen context: no array spans the questions times the corpus."""
         out = np.zeros(docs.shape, np.float32)
-        dated = np.flatnonzero(asked.years)  # a question that names no year scores 0 everywhere
-        if not len(dated) or not len(self.label_doc):
+        if not len(self.label_doc) or not asked.years.any():
             return out
-        candidates = docs[dated]
-        chosen = np.unique(candidates[candidates >= 0])
-        if not len(chosen):
-            return out
-        named = asked.named[dated].tocoo()
-        years_held = (asked.years[dated[named.row]] & ~self.label_years[named.col]) == 0
-        row, label, mass = named.row[years_held], named.col[years_held], named.data[years_held]
-        # Each cell's candidate column (-1: the label's context is not among its question's candidates), over the
-        # chosen contexts only (the last column, always -1: a context not chosen).
-        column = np.full((len(dated), len(chosen) + 1), -1, np.int32)
-        row_of, rank = np.nonzero(candidates >= 0)
-        column[row_of, np.searchsorted(chosen, candidates[row_of, rank])] = rank
-        doc = self.label_doc[label]
-        place = np.searchsorted(chosen, doc)
-        place[chosen[np.minimum(place, len(chosen) - 1)] != doc] = len(chosen)
-        at = column[row, place]
+        named = asked.named.tocoo()
+        years = asked.years[named.row]
+        held = (years != 0) & ((years & ~self.label_years[named.col]) == 0)
+        row, label, mass = named.row[held], named.col[held], named.data[held]
+        # Each chosen context's slot, and each question's candidate rank per slot (-1: not its candidate). Slot
+        # len(chosen) stands for every context no question chose; the one after it takes the -1 positions.
+        is_chosen = np.zeros(self.n_docs + 1, bool)
+        is_chosen[docs] = True
+        is_chosen[-1] = False
+        chosen = np.flatnonzero(is_chosen)
+        slot = np.full(self.n_docs + 1, len(chosen), np.int32)
+        slot[chosen] = np.arange(len(chosen), dtype=np.int32)
+        slot[-1] = len(chosen) + 1
+        column = np.full((len(docs), len(chosen) + 2), -1, np.int32)
+        column[np.arange(len(docs))[:, None], slot[docs]] = np.arange(docs.shape[1], dtype=np.int32)
+        at = column[row, slot[self.label_doc[label]]]
         kept = at >= 0
         value = (mass[kept] / self.label_mass[label[kept]]).astype(np.float32)
-        np.maximum.at(out, (dated[row[kept]], at[kept]), value)
+        np.maximum.at(out, (row[kept], at[kept]), value)
         return out
 
     def _line_item(self, named: sparse.csr_matrix) -> sparse.csr_matrix:
@@ -587,8 +584,7 @@ class PageEvidence:
     def _row_label_words(self, said: list[list[str]]) -> sparse.csr_matrix:
         """(questions x row-label terms): the questions' words (`said`) that some context's row labels hold."""
         ids = self.vocabulary.find([w for words in said for w in words])
-        bounds = np.cumsum([len(words) for words in said])[:-1]
-        return self.row_words.asked(np.split(ids, bounds))
+        return self.row_words.asked_flat(ids, np.repeat(np.arange(len(said)), [len(w) for w in said]), len(said))
 
     def line_item_mass(self, named: sparse.csr_matrix) -> sparse.csr_matrix:
         """(questions x contexts), sparse float32: the idf mass of the largest row label each context has that the

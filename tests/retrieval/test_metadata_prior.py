@@ -8,7 +8,8 @@ import pytest
 from t2rag.data import build_corpora, load_questions
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
-from t2rag.retrieval.metadata_prior import MetadataPrior, name_tokens, named_report_years
+from t2rag.retrieval.metadata_prior import _REPORT_YEAR, MetadataPrior, name_tokens, named_report_years
+from t2rag.retrieval.years import years_named
 from t2rag.tokenize import numeric_tokenize
 
 
@@ -107,6 +108,26 @@ def test_matching_is_vectorised_over_documents(corpora) -> None:
 )  # fmt: skip
 def test_the_year_a_question_names_as_its_reports(question, years) -> None:
     assert named_report_years(question) == years
+
+
+def test_the_report_words_shortcut_changes_no_question_s_years() -> None:
+    """A question without the words the pattern needs is not searched: on every dev question, and on ones in
+    other cases and scripts, the years are those the full pattern finds."""
+    questions = load_questions(None).table.column("question").to_pylist()
+    questions += ["What did the 2019 ANNUAL REPORT say?", "Was the 2013 Form 10-K late?", "Le rapport 2019 ſtatements"]
+    for question in questions:
+        assert named_report_years(question) == {int(a or b) for a, b in _REPORT_YEAR.findall(question)}, question
+
+
+def test_the_years_read_once_give_the_features_read_alone(corpora) -> None:
+    """The fused retriever reads a question's years once for the prior and page evidence: the prior's features
+    are the same given them."""
+    prior = MetadataPrior(corpora["TAT-DQA"])
+    questions = load_questions(None).subset("TAT-DQA").scored().column("question").to_pylist()
+    alone, given = prior.features(questions), prior.features(questions, years=[years_named(q) for q in questions])
+    assert alone.keys() == given.keys()
+    for name in alone:
+        np.testing.assert_array_equal(alone[name], given[name])
 
 
 def test_report_named_is_the_report_year_the_question_names(corpora) -> None:

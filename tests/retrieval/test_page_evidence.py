@@ -24,8 +24,8 @@ from t2rag.retrieval.page_evidence import (
     stem,
     word_pairs,
     word_triples,
-    year_mask,
 )
+from t2rag.retrieval.years import year_mask
 
 
 @pytest.fixture(scope="module")
