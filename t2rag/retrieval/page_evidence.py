@@ -42,7 +42,7 @@ import numpy as np
 from scipy import sparse
 
 from t2rag.retrieval.bm25_matrix import merge_doc_freqs
-from t2rag.retrieval.years import YEAR, mask_of, year_mask
+from t2rag.retrieval.years import YEAR, mask_of, year_mask, years_named
 
 #: Features of the row labels, scored on every context.
 CORPUS_FEATURES: tuple[str, ...] = ("row_words", "line_item")
@@ -369,12 +369,13 @@ class _TermSets:
 
     def asked(self, questions: list[np.ndarray]) -> sparse.csr_matrix:
         """(questions x terms): 1 where the question has the term (terms no context holds are left out)."""
-        flat = np.concatenate(questions) if questions else np.zeros(0, np.int64)
-        return self.asked_flat(flat, np.repeat(np.arange(len(questions)), [len(q) for q in questions]), len(questions))
+        return self._incidence(_distinct_cells(questions, self.keys)[1], len(questions))
 
     def asked_flat(self, terms: np.ndarray, row: np.ndarray, n: int) -> sparse.csr_matrix:
         """`asked` of `n` questions given as one array of terms with each term's question (`row`)."""
-        _, cells = _distinct_cells_flat(terms, row.astype(np.int64, copy=False), self.keys)
+        return self._incidence(_distinct_cells_flat(terms, row.astype(np.int64, copy=False), self.keys)[1], n)
+
+    def _incidence(self, cells: np.ndarray, n: int) -> sparse.csr_matrix:
         rows, cols = np.divmod(cells, max(len(self.keys), 1))
         return sparse.csr_matrix((np.ones(len(cells), np.float32), (rows, cols)), shape=(n, len(self.keys)))
 
@@ -489,6 +490,7 @@ class PageEvidence:
 
     def asked(self, questions: Sequence[str], years: Sequence[frozenset[int]] | None = None) -> Asked:
         """What the features read of the questions (`years`: the years each names, when already read)."""
+        years = [years_named(q) for q in questions] if years is None else years
         said = [content_words(q) for q in questions]
         words = [[stem(w) for w in ws] for ws in said]
         lengths = [len(w) for w in words]
@@ -509,9 +511,7 @@ class PageEvidence:
             triple_counts=np.array([len(word_triples(w)) for w in words], np.float32),
             figures=hashed_each(values, value_row, n, FIGURES),
             figure_counts=np.array([len(f) for f in stated], np.float32),
-            years=np.array(
-                [year_mask(q) for q in questions] if years is None else list(map(mask_of, years)), np.uint64
-            ),
+            years=np.array([mask_of(y) for y in years], np.uint64),
         )
 
     def features(self, questions: Sequence[str] | Asked) -> dict[str, np.ndarray]:
