@@ -179,6 +179,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if answered:
         print("\nNumber Match (%) of the generated answers, with its 95% interval; `generated` is the sample size:")
         print(methods_table(answered, ["generated", "number_match"]))
+        family = {m: s for m, s in answered.items() if "exe_acc" in s["weighted"] or "em" in s["weighted"]}
+        if family:
+            print("\nThe same answers by the family's yardsticks (%): TAT-QA's exact match (em) and F1 against the "
+                  "original answers, FinQA's execution accuracy (exe_acc):")  # fmt: skip
+            print(methods_table(family, ["em", "f1", "exe_acc"]))
     out = result["out"]
     print(f"\nrecords: {out}/records  result: {out}/result.json  plots and the paper beside: t2rag report {out}")
     return 0
@@ -244,8 +249,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 0
     print(f"A = {args.a}, B = {args.b}: A - B in points over the questions both scored\n")
     print(markdown_table(*difference_rows(found, significant(found))))
-    print("\nnumber_match and recall@k: McNemar's exact test; mrr@k and ndcg@k: paired randomization (10,000 sign "
-          "flips); 'holds': Holm at 0.05 over the rows of one metric and subset.")  # fmt: skip
+    print("\nnumber_match, em, exe_acc and recall@k: McNemar's exact test; f1, mrr@k and ndcg@k: paired randomization "
+          "(10,000 sign flips); 'holds': Holm at 0.05 over the rows of one metric and subset.")  # fmt: skip
     return 0
 
 

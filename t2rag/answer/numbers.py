@@ -25,7 +25,7 @@ import numbers
 import re
 from decimal import Decimal
 
-__all__ = ["MAX_NUMBER_TEXT", "magnitude_pattern", "normalise_text", "parse_number"]
+__all__ = ["MAX_NUMBER_TEXT", "magnitude_pattern", "normalise_text", "parse_number", "parse_scaled"]
 
 MAX_NUMBER_TEXT = 200
 
@@ -89,23 +89,28 @@ _MAGNITUDE = re.compile(magnitude_pattern(), re.IGNORECASE)
 _PREFIX = re.compile(rf"(?:(?P<s1>[+-])\s*)?(?:[{_CURRENCY}]\s*)?(?:(?P<s2>[+-])\s*)?")
 
 
+def _scale_of(match: re.Match[str]) -> int:
+    """The power of ten a match's suffix stands for (-2 for a percent sign, 0 for none)."""
+    if match.group("pct"):
+        return -2
+    suffix = match.group("word") or match.group("short")
+    return _SCALES[suffix.lower()] if suffix else 0
+
+
 def magnitude_value(match: re.Match[str]) -> float | None:
     """Value of a match of :func:`magnitude_pattern`, or None when it is not a finite float."""
     try:
         value = Decimal(match.group("digits").replace(",", "") + (match.group("exp") or ""))
-        if match.group("pct"):
-            value = value.scaleb(-2)
-        elif match.group("word"):
-            value = value.scaleb(_SCALES[match.group("word").lower()])
-        elif match.group("short"):
-            value = value.scaleb(_SCALES[match.group("short").lower()])
-        result = float(value)
+        result = float(value.scaleb(_scale_of(match)))
     except (ArithmeticError, ValueError):  # decimal.InvalidOperation is an ArithmeticError
         return None
     return result if math.isfinite(result) else None
 
 
-def _parse_text(text: str) -> float | None:
+def parse_scaled(text: str) -> tuple[Decimal, int] | None:
+    """A number as written and the power of ten of its scale, or None: ``"$533 million"`` is (533, 6),
+    ``"(1,212)"`` is (-1212, 0), ``"93.5%"`` is (93.5, -2). The same forms as :func:`parse_number`, whose value
+    is the first scaled by the second."""
     text = normalise_text(text).strip()
     if not text or len(text) > MAX_NUMBER_TEXT:
         return None
@@ -123,12 +128,18 @@ def _parse_text(text: str) -> float | None:
         rest = rest[1:-1].strip()
         negative = True
     match = _MAGNITUDE.fullmatch(rest)
-    if match is None:
+    if match is None or magnitude_value(match) is None:
         return None
-    value = magnitude_value(match)
-    if value is None:
+    written = Decimal(match.group("digits").replace(",", "") + (match.group("exp") or ""))
+    return (-written if negative else written), _scale_of(match)
+
+
+def _parse_text(text: str) -> float | None:
+    scaled = parse_scaled(text)
+    if scaled is None:
         return None
-    return -value if negative else value
+    written, power = scaled
+    return float(written.scaleb(power))
 
 
 def parse_number(value: object) -> float | None:

@@ -18,12 +18,12 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "split",
     "question",
     "program_answer",
-    "original_answer",
     "context",
 )
 
 #: Optional metadata columns with their unified types.
 OPTIONAL_COLUMNS: dict[str, pa.DataType] = {
+    "original_answer": pa.string(),  # the answer as the source wrote it; without it, EM and F1 are not computed
     "table": pa.string(),
     "pre_text": pa.string(),
     "post_text": pa.string(),

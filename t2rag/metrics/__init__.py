@@ -1,4 +1,5 @@
-"""Per-question metrics: Number Match for answers, MRR/Recall/NDCG for retrieval (summed per subset and weighted
+"""Per-question metrics: Number Match for answers with its family's yardsticks (TAT-QA's EM and F1, FinQA's
+execution accuracy: t2rag.metrics.answers), MRR/Recall/NDCG for retrieval (summed per subset and weighted
 over subsets in `t2rag.results.numbers`)."""
 
 from t2rag.metrics.number_match import EPSILON, number_match, number_match_one

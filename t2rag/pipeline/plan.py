@@ -29,6 +29,7 @@ INPUT_SCHEMA = pa.schema(
         pa.field("context_id", pa.string()),
         pa.field("gold_context", pa.string()),
         pa.field("reference", pa.float64()),
+        pa.field("original_answer", pa.string()),
     ]
 )
 
@@ -116,6 +117,7 @@ def plan_work(config: RunConfig, questions: QuestionSet, done: set[tuple[str, st
                     "context_id": rows.column("context_id"),
                     "gold_context": rows.column("context") if answering else pa.nulls(rows.num_rows, pa.string()),
                     "reference": rows.column("answer_value"),
+                    "original_answer": rows.column("original_answer"),
                     "_q": rows.column("_q"),
                     "_m": pa.array([position] * rows.num_rows, pa.int64()),
                 }

@@ -21,14 +21,15 @@ from t2rag.storage import is_s3, join, write_bytes
 log = logging.getLogger(__name__)
 
 
-#: What the shared answering tail (`generate`, `parse_answers`) needs besides the record columns: the requests
-#: and the table text the parser evaluates formulas against.
+#: What the shared answering tail (`generate`, `parse_answers`) needs besides the record columns: the requests,
+#: the table text the parser evaluates formulas against and the gold answer as written (EM and F1).
 ANSWER_INPUT_SCHEMA = pa.schema(
     [
         *RECORD_SCHEMA,
         pa.field("messages_json", pa.string()),
         pa.field("params_json", pa.string()),
         pa.field("table_text", pa.string()),
+        pa.field("original_answer", pa.string()),
     ]
 )
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.data.schema import SUBSETS
+from t2rag.metrics.answers import ANSWER_SCORE_TYPES
 from t2rag.metrics.retrieval import per_query
 
 DEFAULT_RETRIEVAL_METRICS: tuple[str, ...] = ("mrr@3", "mrr@5", "recall@1", "recall@3", "recall@5", "ndcg@3")
@@ -35,6 +36,19 @@ def _pct(numerator: float, denominator: int) -> float:
 
 #: The interval reported beside every Number Match: 95% Wilson score interval, in percent.
 NM_INTERVAL = "number_match_ci95"
+#: The answer rates with a Wilson interval beside them (`<rate>_ci95`), and the counts each is a share of.
+RATES: dict[str, str] = {"number_match": "generated", "exe_acc": "exe_scored", "em": "em_scored"}
+#: The EM misses a change of scale or sign would mend (t2rag.metrics.tatqa), counted per subset.
+ERROR_COUNTS: dict[str, str] = {"scale": "scale_errors", "sign": "sign_errors", "scale_sign": "scale_sign_errors"}
+#: Counts that add up over subsets rather than average.
+SUMMED = ("non_numeric_references", *ERROR_COUNTS.values())
+#: The count each averaged metric is weighted by over subsets (retrieval metrics: `retrieved`).
+WEIGHTS: dict[str, str] = {**RATES, "f1": "em_scored"}
+
+
+def interval_key(rate: str) -> str:
+    """The name of a rate's 95% interval in a scorecard."""
+    return f"{rate}_ci95"
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> list[float]:
@@ -59,6 +73,15 @@ class SubsetTotals:
     non_numeric: int = 0
     retrieved: int | None = None
     metric_sums: dict[str, float] = field(default_factory=dict)
+    exe_scored: int = 0  # generated answers with an execution-accuracy verdict (records before it have none)
+    exe_correct: int = 0
+    em_scored: int = 0  # generated answers with an original answer to compute EM and F1 against
+    em_correct: int = 0
+    f1_sum: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)  # EM misses per kind of ERROR_COUNTS
+
+    def successes(self, rate: str) -> int:
+        return {"number_match": self.matched, "exe_acc": self.exe_correct, "em": self.em_correct}[rate]
 
     def entry(self, retrieval_metrics: Sequence[str]) -> dict[str, float | int]:
         out: dict[str, float | int] = {"questions": self.questions}
@@ -67,6 +90,17 @@ class SubsetTotals:
             out["number_match"] = _pct(self.matched, self.generated)
             out[NM_INTERVAL] = wilson_interval(self.matched, self.generated)
             out["non_numeric_references"] = self.non_numeric
+            if self.exe_scored:
+                out["exe_scored"] = self.exe_scored
+                out["exe_acc"] = _pct(self.exe_correct, self.exe_scored)
+                out[interval_key("exe_acc")] = wilson_interval(self.exe_correct, self.exe_scored)
+            if self.em_scored:
+                out["em_scored"] = self.em_scored
+                out["em"] = _pct(self.em_correct, self.em_scored)
+                out[interval_key("em")] = wilson_interval(self.em_correct, self.em_scored)
+                out["f1"] = _pct(self.f1_sum, self.em_scored)
+                for kind, key in ERROR_COUNTS.items():
+                    out[key] = self.errors.get(kind, 0)
         if self.retrieved is not None:
             out["retrieved"] = self.retrieved
             for metric in retrieval_metrics:
@@ -81,8 +115,11 @@ def scorecard_from_totals(
     per_subset = {name: totals[name].entry(retrieval_metrics) for name in ordered_subsets(list(totals))}
     weighted = weighted_average(per_subset)
     generated = [t for t in totals.values() if t.generated is not None]
-    if generated:
-        weighted[NM_INTERVAL] = wilson_interval(sum(t.matched for t in generated), sum(t.generated for t in generated))
+    for rate, trials in RATES.items():
+        if rate in weighted:
+            weighted[interval_key(rate)] = wilson_interval(
+                sum(t.successes(rate) for t in generated), sum(int(getattr(t, trials) or 0) for t in generated)
+            )
     return drop_empty_groups({"subsets": per_subset, "weighted": weighted})
 
 
@@ -92,16 +129,16 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
     metrics: list[str] = []
     for entry in per_subset.values():
         metrics += [k for k in entry if k not in metrics and k not in ("questions", "generated", "retrieved")]
-    for key in ("generated", "retrieved"):
+    for key in ("generated", "exe_scored", "em_scored", "retrieved"):
         if any(key in e for e in per_subset.values()):
             out[key] = sum(int(e.get(key, 0)) for e in per_subset.values())
     for metric in metrics:
-        if metric == NM_INTERVAL:
-            continue  # not an average: scorecard_from_totals computes it from the pooled counts
-        if metric == "non_numeric_references":
+        if metric in out or metric.endswith("_ci95"):
+            continue  # intervals are not averages: scorecard_from_totals computes them from the pooled counts
+        if metric in SUMMED:
             out[metric] = sum(int(e.get(metric, 0)) for e in per_subset.values())
             continue
-        weight_key = "generated" if metric == "number_match" else "retrieved"
+        weight_key = WEIGHTS.get(metric, "retrieved")
         pairs = [
             (float(e[metric]), int(e.get(weight_key, e["questions"])))
             for e in per_subset.values()
@@ -117,7 +154,8 @@ def drop_empty_groups(scorecard: dict) -> dict:
     entries = [*scorecard["subsets"].values(), scorecard["weighted"]]
     drops: list[str] = []
     if all(e.get("generated", 1) == 0 for e in entries):
-        drops += ["generated", "number_match", NM_INTERVAL, "non_numeric_references"]
+        drops += ["generated", "exe_scored", "em_scored", "f1", *SUMMED]
+        drops += [key for rate in RATES for key in (rate, interval_key(rate))]
     if all(e.get("retrieved", 1) == 0 for e in entries):
         drops += ["retrieved", *[k for k in scorecard["weighted"] if "@" in k]]
     for e in entries:
@@ -127,7 +165,15 @@ def drop_empty_groups(scorecard: dict) -> dict:
 
 
 #: The record columns the metrics read.
-METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference"]
+METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference", "em", "f1", "em_error", "exe_acc"]
+
+
+def _flags(values: pa.ChunkedArray) -> np.ndarray:
+    return values.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _values(values: pa.ChunkedArray) -> np.ndarray:
+    return values.fill_null(0.0).to_numpy(zero_copy_only=False).astype(float)
 
 
 def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Table:
@@ -135,11 +181,15 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
 
     A record counts as generated when it has a Number Match verdict and as retrieved when it has a gold rank.
     """
+    table = with_answer_columns(table)
     generated = pc.is_valid(table.column("number_match")).to_numpy(zero_copy_only=False)
     matched = generated & table.column("number_match").fill_null(False).to_numpy(zero_copy_only=False)
     non_numeric = generated & pc.is_null(table.column("reference")).to_numpy(zero_copy_only=False)
     retrieved = pc.is_valid(table.column("gold_rank")).to_numpy(zero_copy_only=False)
     ranks = table.column("gold_rank").fill_null(0).to_numpy(zero_copy_only=False)
+    em_scored = generated & pc.is_valid(table.column("em")).to_numpy(zero_copy_only=False)
+    exe_scored = generated & pc.is_valid(table.column("exe_acc")).to_numpy(zero_copy_only=False)
+    errors = table.column("em_error").fill_null("").to_numpy(zero_copy_only=False)
     columns = {
         "method": table.column("method"),
         "subset": table.column("subset"),
@@ -147,10 +197,25 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
         "matched": matched.astype(np.int64),
         "non_numeric": non_numeric.astype(np.int64),
         "retrieved": retrieved.astype(np.int64),
+        "exe_scored": exe_scored.astype(np.int64),
+        "exe_correct": (generated & _flags(table.column("exe_acc"))).astype(np.int64),
+        "em_scored": em_scored.astype(np.int64),
+        "em_correct": (em_scored & (_values(table.column("em")) == 1)).astype(np.int64),
+        "f1_sum": np.where(em_scored, _values(table.column("f1")), 0.0),
+        **{f"error_{kind}": (em_scored & (errors == kind)).astype(np.int64) for kind in ERROR_COUNTS},
     }
     for metric in retrieval_metrics:
         columns[metric] = np.where(retrieved, per_query(metric, ranks), 0.0)
     return pa.table(columns)
+
+
+def with_answer_columns(records: pa.Table) -> pa.Table:
+    """`records` with the answer yardsticks' columns, null where a table lacks them (records read with other
+    columns, or a predictions file scored before they existed)."""
+    for name, dtype in ANSWER_SCORE_TYPES.items():
+        if name not in records.column_names:
+            records = records.append_column(pa.field(name, dtype), pa.nulls(records.num_rows, dtype))
+    return records
 
 
 def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAULT_RETRIEVAL_METRICS) -> dict[str, dict]:
@@ -161,7 +226,10 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
     if records.num_rows == 0:
         return {}
     values = metric_values(records, retrieval_metrics)
-    sums = ["generated", "matched", "non_numeric", "retrieved", *retrieval_metrics]
+    errors = [f"error_{kind}" for kind in ERROR_COUNTS]
+    sums = ["generated", "matched", "non_numeric", "retrieved", "exe_scored", "exe_correct", "em_scored",
+            "em_correct", "f1_sum",
+            *errors, *retrieval_metrics]  # fmt: skip
     grouped = values.group_by(["method", "subset"]).aggregate([("method", "count"), *((c, "sum") for c in sums)])
     totals: dict[str, dict[str, SubsetTotals]] = {}
     for r in grouped.to_pylist():
@@ -172,6 +240,12 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
             non_numeric=int(r["non_numeric_sum"]),
             retrieved=int(r["retrieved_sum"]),
             metric_sums={m: float(r[f"{m}_sum"]) for m in retrieval_metrics},
+            exe_scored=int(r["exe_scored_sum"]),
+            exe_correct=int(r["exe_correct_sum"]),
+            em_scored=int(r["em_scored_sum"]),
+            em_correct=int(r["em_correct_sum"]),
+            f1_sum=float(r["f1_sum_sum"]),
+            errors={kind: int(r[f"error_{kind}_sum"]) for kind in ERROR_COUNTS},
         )
     order = list(dict.fromkeys(records.column("method").to_pylist()))
     return {m: scorecard_from_totals(totals[m], retrieval_metrics) for m in order}

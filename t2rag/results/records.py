@@ -20,6 +20,9 @@ that fills each is in t2rag.stages):
 | prediction | float64 | parse_answers | the predicted number, null when none could be read |
 | json_ok, formula_ok, number_match | bool | parse_answers | output parsed as JSON; formula evaluated; Number Match |
 | outcome | string | parse_answers | why the answer is right or wrong (t2rag.results.outcomes; null: not answered) |
+| em, f1 | float64 | parse_answers | TAT-QA's Exact Match (0/1) and F1 against `original_answer` (null: none) |
+| em_error | string | parse_answers | scale, sign or scale_sign: what mends an EM miss (t2rag.metrics.tatqa) |
+| exe_acc | bool | parse_answers | FinQA's execution accuracy (t2rag.metrics.finqa) |
 | reference | float64 | plan | the reference answer as a number (null when it is not one) |
 """
 
@@ -62,6 +65,10 @@ RECORD_SCHEMA = pa.schema(
         pa.field("number_match", pa.bool_()),
         pa.field("reference", pa.float64()),
         pa.field("outcome", pa.string()),
+        pa.field("em", pa.float64()),
+        pa.field("f1", pa.float64()),
+        pa.field("em_error", pa.string()),
+        pa.field("exe_acc", pa.bool_()),
     ]
 )
 
@@ -114,8 +121,12 @@ class LocatedRecords:
     files: list[str]
 
     def read_file(self, file: int, columns: list[str]) -> pa.Table:
-        """Columns of every row of one record file (`file`: the index the table's `file` column holds)."""
-        return pq.read_table(self.files[file], columns=columns, filesystem=self.fs)
+        """Columns of every row of one record file (`file`: the index the table's `file` column holds); a column the
+        file predates is null."""
+        with self.fs.open_input_file(self.files[file]) as f:
+            parquet = pq.ParquetFile(f)
+            table = parquet.read(columns=[c for c in columns if c in parquet.schema_arrow.names])
+        return project(table, pa.schema([RECORD_SCHEMA.field(c) for c in columns]))
 
 
 def read_located(out: str, columns: list[str]) -> LocatedRecords:

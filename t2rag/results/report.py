@@ -2,7 +2,8 @@
 
 Writes, under `RUN_DIR/report/`: table3 (Number Match and MRR@3 per subset and weighted, one row per method),
 retrieval (every retrieval metric), retrieval_ablation (when methods beyond the paper's ran: the components each
-has on, with MRR@3 and Recall@1/3/5 per subset and weighted), generation (parse rates, prediction sources, tokens
+has on, with MRR@3 and Recall@1/3/5 per subset and weighted), answers (Number Match beside TAT-QA's EM and F1 and
+FinQA's execution accuracy, with the EM misses of scale and sign), generation (parse rates, prediction sources, tokens
 and time per method), outcomes (why each answer is right or wrong), oracle_gap (each method's gap to the oracle,
 split into retrieval and reading), significance (paired tests between every two methods), table4 (the embedder
 ablation, when it ran), table5 (the corpus-size ablation as numbers: MRR@3 mean and standard deviation per corpus
@@ -45,8 +46,10 @@ from t2rag.results.findings import (
 )
 from t2rag.results.numbers import (
     DEFAULT_RETRIEVAL_METRICS,
+    ERROR_COUNTS,
     NM_INTERVAL,
     generation_usage,
+    interval_key,
     ordered_subsets,
     scorecards_of,
 )
@@ -198,6 +201,53 @@ def ablation_table(scorecards: dict[str, dict]) -> tuple[list[str], list[list[ob
     return ["method", *ABLATION_COMPONENTS, *header[1:]], [[r[0], *marks[r[0]], *r[1:]] for r in rows]
 
 
+#: The family's answer yardsticks per method and subset: (column label, scorecard key).
+YARDSTICK_COLUMNS = (
+    ("generated", "generated"),
+    ("NM", "number_match"),
+    ("NM 95% CI", NM_INTERVAL),
+    ("EM", "em"),
+    ("EM 95% CI", interval_key("em")),
+    ("F1", "f1"),
+    ("exe_acc", "exe_acc"),
+    ("exe_acc 95% CI", interval_key("exe_acc")),
+    ("EM scored", "em_scored"),
+    *((f"{kind} errors", key) for kind, key in ERROR_COUNTS.items()),
+)
+
+
+def yardstick_table(scorecards: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
+    """Per method that answered, per subset and weighted: Number Match beside TAT-QA's EM and F1 and FinQA's
+    execution accuracy, with the EM misses a change of scale or sign would mend."""
+    rows = []
+    for method in ordered_methods(list(scorecards)):
+        s = scorecards[method]
+        if "number_match" not in s["weighted"]:
+            continue
+        for name, entry in [*s["subsets"].items(), ("W. Avg", s["weighted"])]:
+            rows.append([method, name, *(entry.get(key) for _, key in YARDSTICK_COLUMNS)])
+    return ["method", "subset", *(label for label, _ in YARDSTICK_COLUMNS)], rows
+
+
+def yardstick_note(scorecards: dict[str, dict]) -> str:
+    """What each yardstick is, and why EM and F1 are missing where they are."""
+    note = (
+        "NM: the paper's Number Match. EM and F1: TAT-QA's exact match and numeracy-focused F1 (Zhu et al. 2021, "
+        "section 4.2: DROP's metrics with the sign kept and a number right only at its scale) against each "
+        "question's original answer. exe_acc: FinQA's execution accuracy (Chen et al. 2021, section 3: the value "
+        "equals the gold executed value at 5 decimals). scale / sign / scale_sign errors: EM misses that a power "
+        "of ten, a sign, or both would mend (TAT-QA's Table 6 kinds a record can tell), which Number Match forgives.\n"
+    )
+    missing = [m for m, s in scorecards.items() if "number_match" in s["weighted"] and "em" not in s["weighted"]]
+    if missing:
+        note += (
+            f"\nNo EM or F1 for {', '.join(missing)}: none of its answered questions has an original answer (the "
+            "source has no `original_answer` column, or the records predate these yardsticks: `t2rag score` "
+            "recomputes them from a predictions file).\n"
+        )
+    return note + "\n"
+
+
 def generation_table(records: pa.Table) -> tuple[list[str], list[list[object]]]:
     header = [
         "method",
@@ -321,7 +371,8 @@ GAP_NOTE = (
 )
 
 SIGNIFICANCE_NOTE = (
-    "Over the questions both methods scored. Number Match and Recall@3: McNemar's exact test; MRR@3: a paired "
+    "Over the questions both methods scored. Number Match, EM, exe_acc and Recall@3: McNemar's exact test; F1 and "
+    "MRR@3: a paired "
     "randomization test (10,000 sign flips). The interval is the 95% interval of the mean per-question "
     "difference. 'holds' applies Holm's correction over the pairs of one metric and subset row.\n\n"
 )
@@ -388,6 +439,8 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         emit("retrieval_curves", "MRR@k and Recall@k, all questions", *curves_table(ks, curves))
         image("retrieval_curves_plot", "retrieval_curves.png", plot_rank_curves(curves, ks), "MRR@k and Recall@k")
     emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(scorecards))
+    emit("answers", "Answers by every yardstick of the family (percent; errors are counts)",
+         *yardstick_table(scorecards), note=yardstick_note(scorecards), note_in_file=True)  # fmt: skip
     emit("generation", "Generation diagnostics", *generation_table(records))
     checked = (read_result(run_dir) or {}).get("plan_vs_run")
     emit("plan_vs_run", "The plan beside the run (the answers the run started with; rates: "

@@ -18,6 +18,7 @@ from t2rag.answer import predict_value
 from t2rag.data.load import QuestionSet
 from t2rag.errors import InputError, first_line
 from t2rag.jsonl import read_objects
+from t2rag.metrics.answers import ANSWER_SCORE_TYPES, answer_scores
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
 from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, scorecards_of
@@ -101,7 +102,9 @@ def _from_columns(columns: dict[str, list], origin: str) -> Predictions:
                 raise InputError(f"{origin}: row {n + 1}: 'context_ids' must be a list of ids")
         context_ids = [None if v is None else [str(x) for x in v] for v in context_ids]
     method = columns.get("method")
-    records = {k: columns[k] for k in RECORD_COLUMNS} if all(k in columns for k in RECORD_COLUMNS) else None
+    records = None
+    if all(k in columns for k in RECORD_COLUMNS):  # the yardsticks beside Number Match, where the records have them
+        records = {k: columns[k] for k in (*RECORD_COLUMNS, *ANSWER_SCORE_TYPES) if k in columns}
     return Predictions(
         ids=[str(i) for i in ids],
         prediction=columns.get("prediction"),
@@ -197,11 +200,15 @@ def prediction_records(
     else:
         if preds.prediction is not None:
             contexts = rows.column("context").to_pylist()
-            values = [predict_value(v, table=c).value for v, c in zip(preds.prediction, contexts, strict=True)]
+            predicted = [predict_value(v, table=c) for v, c in zip(preds.prediction, contexts, strict=True)]
+            values = [p.value for p in predicted]
             columns["prediction"] = values
             columns["number_match"] = [
                 number_match_one(v, r) for v, r in zip(values, columns["reference"], strict=True)
             ]
+            yardsticks = answer_scores(values, [p.formula for p in predicted], columns["reference"],
+                                       rows.column("original_answer").to_pylist())  # fmt: skip
+            columns.update({name: array.to_pylist() for name, array in yardsticks.items()})
         if preds.context_ids is not None:
             ranks = gold_ranks(preds.context_ids, rows.column("context_id").to_pylist())
             columns["context_ids"] = preds.context_ids

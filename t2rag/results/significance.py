@@ -1,11 +1,11 @@
 """Is one method's lead over another real? Paired tests over the questions both scored.
 
-Number Match and Recall@k are right/wrong per question: McNemar's exact test (a two-sided binomial test of the
-discordant pairs against one half). MRR@k and NDCG@k are graded: a paired randomization test that flips the sign
-of each question's difference (`ROUNDS` random sign vectors, seeded, p = (extreme + 1) / (ROUNDS + 1)). Every
-difference comes with its 95% interval, the mean per-question difference plus or minus 1.96 standard errors (for
-right/wrong metrics the Wald interval of paired proportions). Values are in percent points, as in the scorecards.
-Holm's step-down correction says which of a family of differences hold at 0.05.
+Number Match, EM, execution accuracy and Recall@k are right/wrong per question: McNemar's exact test (a two-sided
+binomial test of the discordant pairs against one half). MRR@k, NDCG@k and F1 are graded: a paired randomization
+test that flips the sign of each question's difference (`ROUNDS` random sign vectors, seeded, p = (extreme + 1) /
+(ROUNDS + 1)). Every difference comes with its 95% interval, the mean per-question difference plus or minus 1.96
+standard errors (for right/wrong metrics the Wald interval of paired proportions). Values are in percent points, as
+in the scorecards. Holm's step-down correction says which of a family of differences hold at 0.05.
 """
 
 from __future__ import annotations
@@ -90,12 +90,19 @@ def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
     return rejected
 
 
+#: The answer metrics: a record's own column holds its per-question value (0/1, or 0..1 for F1).
+ANSWER_METRICS = ("number_match", "em", "f1", "exe_acc")
+BINARY_ANSWER_METRICS = ("number_match", "em", "exe_acc")
+
+
 def _values(records: pa.Table, method: str, metric: str) -> dict[tuple[str, str], float]:
     """{(subset, id): per-question value in percent} of the method's records scored on the metric."""
     part = records.filter(pc.equal(records.column("method"), method))
-    if metric == "number_match":
-        part = part.filter(pc.is_valid(part.column("number_match")))
-        values = part.column("number_match").to_numpy(zero_copy_only=False).astype(float)
+    if metric in ANSWER_METRICS:
+        if metric not in part.column_names:
+            return {}
+        part = part.filter(pc.and_(pc.is_valid(part.column(metric)), pc.is_valid(part.column("number_match"))))
+        values = part.column(metric).to_numpy(zero_copy_only=False).astype(float)
     else:
         part = part.filter(pc.is_valid(part.column("gold_rank")))
         values = per_query(metric, part.column("gold_rank").to_numpy(zero_copy_only=False))
@@ -104,7 +111,7 @@ def _values(records: pa.Table, method: str, metric: str) -> dict[tuple[str, str]
 
 
 def is_binary(metric: str) -> bool:
-    return metric == "number_match" or parse_metric(metric)[0] == "recall"
+    return metric in BINARY_ANSWER_METRICS or (metric not in ANSWER_METRICS and parse_metric(metric)[0] == "recall")
 
 
 def compare(

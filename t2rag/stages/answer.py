@@ -8,6 +8,7 @@ from t2rag.answer import predict
 from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.requests import REQUEST_TYPES, request_columns
 from t2rag.methods import get_method, readers_of
+from t2rag.metrics.answers import ANSWER_SCORE_TYPES, answer_scores
 from t2rag.metrics.number_match import number_match_one
 from t2rag.prompts import ANSWER_SCHEMA
 from t2rag.results.outcomes import outcomes
@@ -93,23 +94,25 @@ SCORE_TYPES: dict[str, pa.DataType] = {
     "number_match": pa.bool_(),
     "reasoning_steps": pa.list_(pa.string()),
     "outcome": pa.string(),
+    **ANSWER_SCORE_TYPES,
 }
 
 
 class ParseAnswers(Stage):
-    """`raw_output`, `table_text`, `reference`, `method`, `gold_rank` -> `formula`, `prediction_source`,
-    `prediction`, `json_ok`, `formula_ok`, `number_match`, `reasoning_steps`, `outcome` (the answer module's
-    policy, then Number Match and why it failed: t2rag.results.outcomes). Without `reference` (a served answer)
-    nothing is scored: `number_match` and `outcome` are null."""
+    """`raw_output`, `table_text`, `reference`, `original_answer`, `method`, `gold_rank` -> `formula`,
+    `prediction_source`, `prediction`, `json_ok`, `formula_ok`, `number_match`, `reasoning_steps`, `outcome` (the
+    answer module's policy, then Number Match and why it failed: t2rag.results.outcomes), and the family's
+    yardsticks `em`, `f1`, `em_error`, `exe_acc` (t2rag.metrics.answers; EM and F1 null without
+    `original_answer`). Without `reference` (a served answer) nothing is scored: those columns are null."""
 
     name = "parse_answers"
     reads = ("raw_output",)
-    optional = ("table_text", "reference", "method", "gold_rank")
+    optional = ("table_text", "reference", "original_answer", "method", "gold_rank")
     adds = pa.schema(SCORE_TYPES)
     stateful = False
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        cols: dict[str, list] = {name: [] for name in SCORE_TYPES}
+        cols: dict[str, list] = {name: [] for name in SCORE_TYPES if name not in ANSWER_SCORE_TYPES}
         outputs = batch.column("raw_output").to_pylist()
         tables = column(batch, "table_text")
         scored = "reference" in batch.column_names  # without references (served answers) nothing is scored
@@ -124,10 +127,14 @@ class ParseAnswers(Stage):
             cols["number_match"].append(number_match_one(pred.value, reference) if scored else None)
             cols["reasoning_steps"].append(list(pred.reasoning_steps))
         parsed = {name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items() if name != "outcome"}
+        if scored:
+            parsed.update(answer_scores(cols["prediction"], cols["formula"], references,
+                                        column(batch, "original_answer")))  # fmt: skip
         outcome = pa.nulls(batch.num_rows, pa.string())
         if scored and "method" in batch.column_names:
             rows = with_columns(batch, parsed)
             if "gold_rank" not in rows.column_names:
                 rows = rows.append_column("gold_rank", pa.nulls(batch.num_rows, pa.int32()))
             outcome = outcomes(rows, self.config.retrieval.k, readers_of(rows.column("method").to_pylist()))
-        return with_columns(batch, {**parsed, "outcome": outcome})
+        unscored = {n: pa.nulls(batch.num_rows, t) for n, t in ANSWER_SCORE_TYPES.items() if n not in parsed}
+        return with_columns(batch, {**parsed, **unscored, "outcome": outcome})

@@ -29,8 +29,10 @@ def _json(capsys, *argv: str) -> list[dict]:
 def test_two_methods_of_one_run(scripted_run, capsys):
     rows = _json(capsys, f"{scripted_run}:bm25", f"{scripted_run}:bm25_meta")
     assert rows and all(set(r) == KEYS for r in rows)
-    assert {r["metric"] for r in rows} == {"number_match", "mrr@3", "mrr@5", "recall@1", "recall@3", "recall@5",
-                                           "ndcg@3"}  # fmt: skip
+    assert {r["metric"] for r in rows} == {"number_match", "em", "f1", "exe_acc", "mrr@3", "mrr@5", "recall@1",
+                                           "recall@3", "recall@5", "ndcg@3"}  # fmt: skip
+    tests = {r["metric"]: r["test"] for r in rows}
+    assert tests["em"] == tests["exe_acc"] == "mcnemar_exact" and tests["f1"] == "paired_randomization"
     assert {r["subset"] for r in rows} == {"FinQA", "TAT-DQA", "weighted"}
     records = read_records(scripted_run)
     same = {(d.metric, d.subset): d for d in compare(records, "bm25", records, "bm25_meta", ["number_match", "mrr@3"])}

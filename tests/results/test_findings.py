@@ -56,8 +56,8 @@ def test_the_report_leads_with_the_headline_and_writes_the_attribution(scripted_
         assert float(row["lost to reading"]) == gap["lost_to_reading"]
 
     tests = _csv(run / "report" / "significance.csv")
-    # Six answered pairs x Number Match, one ranked pair x (MRR@3, Recall@3); three subset rows each.
-    assert len(tests) == (6 + 2) * 3
+    # Six answered pairs x (Number Match, EM, F1, exe_acc), one ranked pair x (MRR@3, Recall@3); three subset rows.
+    assert len(tests) == (6 * 4 + 2) * 3
     assert {r["holds (Holm)"] for r in tests} == {"yes", "no"}
     for r in tests:  # plain numbers a spreadsheet or a plot reads
         low, high = json.loads(r["95% CI"])

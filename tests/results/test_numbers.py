@@ -206,3 +206,65 @@ def test_metric_values_per_record():
     assert values.column("mrr@3").to_pylist() == [0.0, 0.0, 0.0, 1.0, 0.5]
     assert values.column("recall@1").to_pylist() == [0.0, 0.0, 0.0, 1.0, 0.0]
     assert {values.schema.field(c).type for c in ("generated", "matched", "non_numeric", "retrieved")} == {pa.int64()}
+
+
+def test_the_family_yardsticks_in_scorecards_from_hand_counted_records():
+    """EM and F1 over the answers with an original answer, execution accuracy over every answer, each rate with
+    its Wilson interval, per subset and pooled, and the EM misses by kind summed."""
+    rows = [
+        # subset, number_match, em, f1, em_error, exe_acc
+        ("FinQA", True, 1.0, 1.0, None, True),
+        ("FinQA", True, 0.0, 0.0, "scale", False),
+        ("FinQA", False, None, None, None, False),  # no original answer: no EM or F1
+        ("TAT-DQA", True, 0.0, 0.0, "sign", False),
+        ("TAT-DQA", False, 0.0, 0.5, None, False),
+        ("TAT-DQA", True, 1.0, 1.0, None, True),
+        ("TAT-DQA", True, 0.0, 0.0, "scale_sign", True),
+    ]
+    subset, nm, em, f1, error, exe = (list(c) for c in zip(*rows, strict=True))
+    n = len(rows)
+    records = to_records(pa.table({"id": [str(i) for i in range(n)], "subset": subset, "method": ["m"] * n,
+                                   "number_match": nm, "em": em, "f1": f1, "em_error": error, "exe_acc": exe,
+                                   "reference": [1.0] * n}))  # fmt: skip
+    card = scorecards_of(records)["m"]
+    finqa, tat, weighted = card["subsets"]["FinQA"], card["subsets"]["TAT-DQA"], card["weighted"]
+    assert (finqa["em_scored"], finqa["em"], finqa["f1"]) == (2, 50.0, 50.0)
+    assert (finqa["exe_acc"], finqa["exe_acc_ci95"]) == (pytest.approx(100 / 3, abs=1e-3), wilson_interval(1, 3))
+    assert (tat["em"], tat["f1"], tat["exe_acc"]) == (25.0, 37.5, 50.0)
+    assert (tat["scale_errors"], tat["sign_errors"], tat["scale_sign_errors"]) == (0, 1, 1)
+    assert (weighted["em_scored"], weighted["em"], weighted["f1"]) == (6, pytest.approx(200 / 6, abs=1e-3),
+                                                                       pytest.approx(250 / 6, abs=1e-3))  # fmt: skip
+    assert weighted["em_ci95"] == wilson_interval(2, 6)
+    assert weighted["exe_acc_ci95"] == wilson_interval(3, 7)
+    assert (weighted["scale_errors"], weighted["sign_errors"], weighted["scale_sign_errors"]) == (1, 1, 1)
+
+
+def test_records_without_the_yardsticks_have_none_in_their_scorecards():
+    records = to_records(pa.table({"id": ["1"], "subset": ["FinQA"], "method": ["m"], "number_match": [True]}))
+    weighted = scorecards_of(records)["m"]["weighted"]
+    assert weighted["number_match"] == 100.0
+    assert not {"em", "f1", "exe_acc", "em_ci95", "exe_acc_ci95"} & set(weighted)
+
+
+def test_a_run_scores_every_answer_by_each_yardstick(scripted_run, sample):
+    """Every generated record of a real run has execution accuracy as FinQA's rounding gives it, and EM and F1
+    wherever its question has an original answer; the scorecards are the counts of those columns."""
+    from t2rag.results.records import read_records
+
+    records = read_records(scripted_run)
+    answered = records.filter(pa.compute.is_valid(records.column("number_match"))).to_pylist()
+    originals = dict(zip(sample.table.column("id").to_pylist(), sample.table.column("original_answer").to_pylist(),
+                         strict=True))  # fmt: skip
+    assert answered
+    for r in answered:
+        pred, ref = r["prediction"], r["reference"]
+        assert r["exe_acc"] is (pred is not None and ref is not None and round(pred, 5) == round(ref, 5))
+        assert (r["em"] is None) is (originals[r["id"]] is None)
+    cards = scorecards_of(records)
+    for method in {r["method"] for r in answered}:
+        mine = [r for r in answered if r["method"] == method]
+        scored = [r for r in mine if r["em"] is not None]
+        weighted = cards[method]["weighted"]
+        assert weighted["exe_acc"] == pytest.approx(100 * sum(r["exe_acc"] for r in mine) / len(mine), abs=1e-3)
+        assert weighted["em"] == pytest.approx(100 * sum(r["em"] for r in scored) / len(scored), abs=1e-3)
+        assert weighted["f1"] == pytest.approx(100 * sum(r["f1"] for r in scored) / len(scored), abs=1e-3)

@@ -142,3 +142,32 @@ def test_methods_come_in_one_order_whatever_order_the_records_were_read_in() -> 
     for order in itertools.permutations(expected):
         assert ordered_methods(list(order)) == expected
     assert ordered_methods(["mine", "bm25", "oracle"]) == ["oracle", "bm25", "mine"]  # unregistered ones last
+
+
+def test_a_source_without_original_answers_has_no_em_and_the_report_says_why(tmp_path, tiny_data) -> None:
+    """Without `original_answer` the data loads, Number Match and execution accuracy are as with it, EM and F1 are
+    absent, and the report's answers table says why."""
+    from tests.conftest import write_layout
+    from tests.scripted_server import scripted_for
+
+    bare = {}
+    for subset in ("FinQA", "TAT-DQA"):
+        table = pa.concat_tables(
+            [pa.parquet.read_table(p) for p in sorted((Path(tiny_data) / "data" / subset).rglob("*.parquet"))]
+        )
+        bare[subset] = table.drop_columns(["original_answer"])
+    stripped = str(write_layout(tmp_path / "bare", bare))
+    cards = {}
+    for name, data in (("with", tiny_data), ("without", stripped)):
+        with scripted_for(data) as generator:
+            config = load_config(None, {"data": {"source": data}, "methods": ["oracle"], "generator": generator,
+                                        "out": str(tmp_path / name)})  # fmt: skip
+            cards[name] = run_local(config)["methods"]["oracle"]["weighted"]
+    assert cards["with"]["number_match"] == cards["without"]["number_match"]
+    assert cards["with"]["exe_acc"] == cards["without"]["exe_acc"]
+    assert "em" in cards["with"] and "em" not in cards["without"] and "f1" not in cards["without"]
+    written = write_report(str(tmp_path / "without"))
+    answers = Path(written["answers"]).read_text()
+    assert "No EM or F1 for oracle" in answers and "`original_answer`" in answers
+    with_em = Path(write_report(str(tmp_path / "with"))["answers"]).read_text()
+    assert "No EM or F1" not in with_em and "W. Avg" in with_em

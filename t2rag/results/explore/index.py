@@ -28,7 +28,7 @@ from t2rag.results.report import ordered_methods, rank_curves
 LIGHT = ["id", "subset", "method", "gold_rank", "number_match", "reference", "prediction", "formula", "formula_ok",
          "outcome"]  # fmt: skip
 HEAVY = ["context_ids", "scores", "raw_output", "formula", "prediction_source", "prediction", "generation_error",
-         "gold_rank", "number_match"]  # fmt: skip
+         "gold_rank", "number_match", "em", "f1", "em_error", "exe_acc"]  # fmt: skip
 SHOWN_CONTEXTS = 10
 
 
@@ -112,6 +112,10 @@ class RunIndex:
                 "method": self.method[i],
                 "outcome": self.outcome[i] or None,
                 "number_match": heavy["number_match"],
+                "em": None if heavy["em"] is None else heavy["em"] == 1,
+                "f1": _finite(heavy["f1"]),
+                "em_error": heavy["em_error"],
+                "exe_acc": heavy["exe_acc"],
                 "prediction": _finite(heavy["prediction"]),
                 "prediction_source": heavy["prediction_source"],
                 "formula": heavy["formula"],

@@ -1,0 +1,188 @@
+"""TAT-QA's Exact Match and numeracy-focused F1 (Zhu et al., ACL 2021, section 4.2), and the error kinds of its
+error analysis that a record alone can tell (its Table 6: a scale error, and a sign error).
+
+TAT-QA scores with DROP's metrics (Dua et al., 2019) changed in two ways: a number's sign counts, and a number is
+right only when the predicted number times its scale equals the ground truth ("0.22" is not "0.22 million").
+
+The gold is a question's `original_answer`: one span, or a list of spans written as a Python list
+(``"['$533 million']"``, ``"['2018', '2019']"``). Each span is normalised to one string:
+
+- a span that is wholly a number (currency signs, thousands separators, accounting negatives such as
+  ``(1,212)``, a percent sign or a scale word allowed) becomes its value, rounded to 2 decimals in the unit it is
+  written in and then scaled: ``$533 million`` is 533000000, ``(1,212)`` is -1212;
+- any other span is DROP-normalised: lower case, punctuation and the articles a/an/the removed, white space
+  collapsed, and each token that is a number written as its value. Unlike DROP, tokens are split on spaces only, so
+  a minus sign stays with its number.
+
+The prediction is t2rag's predicted number (the `prediction` column; t2rag's generators answer with a formula whose
+value it is) with no scale of its own, so it is read as the unit it is in: rounded to 2 decimals and compared with
+the gold's scaled value. One convention follows t2rag's answer prompt, which asks for percentages as fractions
+(0.145 for 14.5%): against a gold written as a percentage the prediction is read as a fraction. Where no number
+was predicted, the answer's text (a formula that did not evaluate, say "None") is the prediction.
+
+- EM: 1 when the normalised predicted spans and gold spans are the same bag.
+- F1: DROP's bag-of-words F1, each gold span aligned with at most one predicted span (optimal assignment, a pair
+  scoring only when their numbers agree where the gold has any), averaged over the larger of the two counts. Where
+  the gold is a single number, F1 is EM (the numeracy rule: no partial credit for a number).
+
+An EM miss whose gold is one number and whose prediction is a number is then a **scale** error when the prediction
+times a power of ten other than one is right, a **sign** error when its negation is right, **scale_sign** when both
+are needed, and otherwise none of these (null).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import string
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from t2rag.answer.numbers import parse_scaled
+
+#: The error kinds of `em_error`.
+ERROR_KINDS = ("scale", "sign", "scale_sign")
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = frozenset(string.punctuation)
+_CENT = Decimal("0.01")
+
+
+@dataclass(frozen=True)
+class TatQaScore:
+    """One answer's TAT-QA scores: `em` (0 or 1), `f1` in [0, 1], and `error` (one of `ERROR_KINDS` or None)."""
+
+    em: float
+    f1: float
+    error: str | None = None
+
+
+def gold_spans(original_answer: str) -> list[str]:
+    """The spans of an `original_answer`: the items of a Python-list string, else the text itself."""
+    text = original_answer.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            items = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            items = None
+        if isinstance(items, (list, tuple)):
+            return [str(item) for item in items]
+    return [text]
+
+
+def _rounded(value: Decimal, power: int) -> Decimal:
+    """A number written as `value` at scale 10**power: rounded to 2 decimals as written, then scaled."""
+    return value.quantize(_CENT).scaleb(power).normalize()
+
+
+def _number_key(value: Decimal) -> str:
+    return format(value.normalize() + 0, "f")  # `+ 0` turns -0 into 0
+
+
+def _is_float(token: str) -> bool:
+    try:
+        return math.isfinite(float(token))
+    except ValueError:
+        return False
+
+
+def _text_key(span: str) -> str:
+    """DROP's normalisation of a text span, with tokens split on spaces only (a sign stays)."""
+    parts = []
+    for token in span.lower().split(" "):
+        number = _is_float(token)
+        token = _number_key(Decimal(token)) if number else "".join(c for c in token if c not in _PUNCTUATION)
+        token = " ".join(_ARTICLES.sub(" ", token).split())
+        if token:
+            parts.append(token)
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class _Span:
+    key: str
+    number: Decimal | None  # the scaled, rounded value of a span that is wholly a number
+    power: int = 0  # the power of ten its scale stands for
+
+
+def _gold_span(span: str) -> _Span:
+    scaled = parse_scaled(span)
+    if scaled is None:
+        return _Span(_text_key(span), None)
+    value, power = scaled
+    number = _rounded(value, power)
+    return _Span(_number_key(number), number, power)
+
+
+def _predicted_number(prediction: float, gold_power: int) -> Decimal | None:
+    """The prediction as TAT-QA compares it: rounded to 2 decimals in its own unit (a fraction against a gold
+    percentage, t2rag's answer convention, so in percent points there)."""
+    try:
+        value = Decimal(repr(float(prediction)))
+    except (InvalidOperation, ValueError):
+        return None
+    if not value.is_finite():
+        return None
+    if gold_power == -2:
+        return _rounded(value.scaleb(2), -2)
+    return _rounded(value, 0)
+
+
+def _bag_f1(predicted: _Span, gold: _Span) -> float:
+    gold_tokens, predicted_tokens = set(gold.key.split()), set(predicted.key.split())
+    gold_numbers = {t for t in gold_tokens if _is_float(t)}
+    if gold_numbers and not gold_numbers & {t for t in predicted_tokens if _is_float(t)}:
+        return 0.0
+    common = len(gold_tokens & predicted_tokens)
+    if not common:
+        return 0.0
+    precision, recall = common / len(predicted_tokens), common / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _aligned_f1(predicted: list[_Span], gold: list[_Span]) -> float:
+    scores = np.array([[_bag_f1(p, g) for p in predicted] for g in gold], dtype=float)
+    rows, cols = linear_sum_assignment(-scores)
+    return float(scores[rows, cols].sum()) / max(len(gold), len(predicted))
+
+
+def _error_kind(prediction: float, gold: _Span) -> str | None:
+    """scale, sign or scale_sign when that change to the prediction makes it the gold; None otherwise."""
+    if gold.number is None or gold.number == 0 or prediction == 0 or not math.isfinite(prediction):
+        return None
+    for kind, sign in (("sign", -1.0), (None, 1.0)):
+        candidate = sign * prediction
+        if (candidate > 0) != (gold.number > 0):
+            continue
+        shift = round(math.log10(abs(float(gold.number)) / abs(candidate)))
+        if kind == "sign" and _predicted_number(candidate, gold.power) == gold.number:
+            return "sign"
+        if shift and _predicted_number(candidate * 10.0**shift, gold.power) == gold.number:
+            return "scale_sign" if kind == "sign" else "scale"
+    return None
+
+
+def tatqa_score(prediction: float | None, answer_text: str | None, original_answer: str) -> TatQaScore:
+    """EM, F1 and the error kind of one answer: `prediction` the predicted number (None: none), `answer_text` what
+    the model answered where it gave no number (or None)."""
+    gold = [_gold_span(s) for s in gold_spans(original_answer)]
+    gold = [g for g in gold if g.key] or [_Span("", None)]
+    numeric_gold = len(gold) == 1 and gold[0].number is not None
+    if prediction is not None and math.isfinite(prediction):
+        power = next((g.power for g in gold if g.number is not None), 0)
+        number = _predicted_number(prediction, power)
+        predicted = [_Span(_number_key(number), number)] if number is not None else []
+    else:
+        predicted = [_Span(_text_key(answer_text), None)] if answer_text and _text_key(answer_text) else []
+    if not predicted:
+        return TatQaScore(0.0, 0.0)
+    em = float(sorted(p.key for p in predicted) == sorted(g.key for g in gold))
+    f1 = em if numeric_gold else _aligned_f1(predicted, gold)
+    error = None
+    if not em and numeric_gold and predicted[0].number is not None and prediction is not None:
+        error = _error_kind(prediction, gold[0])
+    return TatQaScore(em, round(f1, 4), error)
