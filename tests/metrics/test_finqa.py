@@ -8,7 +8,8 @@ from t2rag.metrics import number_match_one
 from t2rag.metrics.finqa import execution_match
 from tests.conftest import real_table
 
-REFERENCES = {r["id"]: float(r["program_answer"]) for r in real_table("FinQA").select(["id", "program_answer"]).to_pylist()}
+ROWS = real_table("FinQA").select(["id", "program_answer"]).to_pylist()
+REFERENCES = {r["id"]: float(r["program_answer"]) for r in ROWS}
 
 
 @pytest.mark.parametrize(
