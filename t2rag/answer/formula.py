@@ -51,6 +51,7 @@ __all__ = [
     "FormulaError",
     "FormulaSyntaxError",
     "evaluate_formula",
+    "symbolic_program",
 ]
 
 MAX_LENGTH = 2000
@@ -212,7 +213,8 @@ def _tokenize(text: str, grouping: bool) -> list[_Token]:
 
 
 class _Evaluator:
-    """Recursive-descent parser that computes values as it goes."""
+    """Recursive-descent parser that computes values as it goes: floats here, other values in a subclass that
+    changes how a number, a constant and a table operation read and how operations combine (`_combine`)."""
 
     def __init__(self, tokens: list[_Token], table: str | None) -> None:
         self._tokens = tokens
@@ -262,14 +264,14 @@ class _Evaluator:
         value = self.term()
         while self._at_symbol("+", "-"):
             symbol = self._next().text
-            value = _checked(_INFIX[symbol](value, self.term()))
+            value = self._combine(_INFIX[symbol], value, self.term())
         return value
 
     def term(self) -> float:
         value = self.unary()
         while self._at_symbol("*", "/"):
             symbol = self._next().text
-            value = _checked(_INFIX[symbol](value, self.unary()))
+            value = self._combine(_INFIX[symbol], value, self.unary())
         return value
 
     def unary(self) -> float:
@@ -287,12 +289,12 @@ class _Evaluator:
         self._enter()
         exponent = self.unary()
         self._depth -= 1
-        return _checked(_power(base, exponent))
+        return self._combine(_power, base, exponent)
 
     def primary(self) -> float:
         token = self._next()
         if token.kind == "number":
-            return token.value
+            return self._number(token.value)
         if token.kind == "ref":
             index = int(token.text)
             if index >= len(self._steps):
@@ -317,7 +319,7 @@ class _Evaluator:
             if len(digits) > 300:
                 raise FormulaError("constant too large")
             value = float(digits)
-            return -value if constant.group(1) else value
+            return self._number(-value if constant.group(1) else value)
         function = _FUNCTIONS.get(name)
         if function is None:
             raise FormulaSyntaxError(f"unknown name {name!r}")
@@ -331,7 +333,13 @@ class _Evaluator:
         self._depth -= 1
         if len(arguments) != 2:
             raise FormulaSyntaxError(f"{name} takes 2 arguments, got {len(arguments)}")
-        return _checked(function(arguments[0], arguments[1]))
+        return self._combine(function, arguments[0], arguments[1])
+
+    def _number(self, value: float) -> float:
+        return value
+
+    def _combine(self, operation: Callable[[float, float], float], a: float, b: float) -> float:
+        return _checked(operation(a, b))
 
     def _table_op(self, name: str, row: str) -> float:
         operation = _TABLE_OPS.get(name)
@@ -343,6 +351,50 @@ class _Evaluator:
         if not values:
             raise FormulaError(f"no table row named {row!r}")
         return _checked(operation(values))
+
+
+class _SymbolReader(_Evaluator):
+    """Reads a program as a sympy expression: each number (and constant) is a symbol named by its value, each table
+    operation a symbol named by the operation and its row, so two programs are the same computation exactly when
+    their expressions are equal (FinQA's program accuracy)."""
+
+    def __init__(self, tokens: list[_Token]) -> None:
+        super().__init__(tokens, None)
+
+    def _number(self, value: float):
+        import sympy
+
+        return sympy.Symbol(f"n{value!r}") if value >= 0 else -sympy.Symbol(f"n{-value!r}")
+
+    def _combine(self, operation, a, b):
+        import sympy
+
+        if operation is _power:
+            return sympy.Pow(a, b)
+        if operation is _divide:
+            return a / b
+        if operation is _greater:
+            return sympy.Function("greater")(a, b)
+        return operation(a, b)
+
+    def _table_op(self, name: str, row: str):
+        import sympy
+
+        return sympy.Symbol(f"{name}:{' '.join(row.lower().split())}")
+
+
+def symbolic_program(text: str):
+    """A FinQA-style program or infix expression as a sympy expression of its arguments (see `_SymbolReader`), or
+    None when it does not parse."""
+    if not isinstance(text, str) or len(text) > MAX_LENGTH:
+        return None
+    cleaned = _strip_wrapping(text)
+    for grouping in (True, False):
+        try:
+            return _SymbolReader(_tokenize(cleaned, grouping)).program()
+        except (FormulaError, ArithmeticError, TypeError, ValueError):
+            continue
+    return None
 
 
 def _strip_wrapping(text: str) -> str:

@@ -24,6 +24,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 #: Optional metadata columns with their unified types.
 OPTIONAL_COLUMNS: dict[str, pa.DataType] = {
     "original_answer": pa.string(),  # the answer as the source wrote it; without it, EM and F1 are not computed
+    "program": pa.string(),  # FinQA's gold program, where a source has it (program accuracy)
     "table": pa.string(),
     "pre_text": pa.string(),
     "post_text": pa.string(),

@@ -30,6 +30,7 @@ INPUT_SCHEMA = pa.schema(
         pa.field("gold_context", pa.string()),
         pa.field("reference", pa.float64()),
         pa.field("original_answer", pa.string()),
+        pa.field("program", pa.string()),
     ]
 )
 
@@ -118,6 +119,7 @@ def plan_work(config: RunConfig, questions: QuestionSet, done: set[tuple[str, st
                     "gold_context": rows.column("context") if answering else pa.nulls(rows.num_rows, pa.string()),
                     "reference": rows.column("answer_value"),
                     "original_answer": rows.column("original_answer"),
+                    "program": rows.column("program"),
                     "_q": rows.column("_q"),
                     "_m": pa.array([position] * rows.num_rows, pa.int64()),
                 }

@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 
 #: What the shared answering tail (`generate`, `parse_answers`) needs besides the record columns: the requests,
-#: the table text the parser evaluates formulas against and the gold answer as written (EM and F1).
+#: the table text the parser evaluates formulas against, the gold answer as written (EM and F1) and the gold
+#: program (program accuracy).
 ANSWER_INPUT_SCHEMA = pa.schema(
     [
         *RECORD_SCHEMA,
@@ -30,6 +31,7 @@ ANSWER_INPUT_SCHEMA = pa.schema(
         pa.field("params_json", pa.string()),
         pa.field("table_text", pa.string()),
         pa.field("original_answer", pa.string()),
+        pa.field("program", pa.string()),
     ]
 )
 

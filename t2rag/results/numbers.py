@@ -37,7 +37,8 @@ def _pct(numerator: float, denominator: int) -> float:
 #: The interval reported beside every Number Match: 95% Wilson score interval, in percent.
 NM_INTERVAL = "number_match_ci95"
 #: The answer rates with a Wilson interval beside them (`<rate>_ci95`), and the counts each is a share of.
-RATES: dict[str, str] = {"number_match": "generated", "exe_acc": "exe_scored", "em": "em_scored"}
+RATES: dict[str, str] = {"number_match": "generated", "exe_acc": "exe_scored", "em": "em_scored",
+                         "program_acc": "program_scored"}  # fmt: skip
 #: The EM misses a change of scale or sign would mend (t2rag.metrics.tatqa), counted per subset.
 ERROR_COUNTS: dict[str, str] = {"scale": "scale_errors", "sign": "sign_errors", "scale_sign": "scale_sign_errors"}
 #: Counts that add up over subsets rather than average.
@@ -75,13 +76,16 @@ class SubsetTotals:
     metric_sums: dict[str, float] = field(default_factory=dict)
     exe_scored: int = 0  # generated answers with an execution-accuracy verdict (records before it have none)
     exe_correct: int = 0
+    program_scored: int = 0  # generated answers whose question has a gold program
+    program_correct: int = 0
     em_scored: int = 0  # generated answers with an original answer to compute EM and F1 against
     em_correct: int = 0
     f1_sum: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # EM misses per kind of ERROR_COUNTS
 
     def successes(self, rate: str) -> int:
-        return {"number_match": self.matched, "exe_acc": self.exe_correct, "em": self.em_correct}[rate]
+        return {"number_match": self.matched, "exe_acc": self.exe_correct, "em": self.em_correct,
+                "program_acc": self.program_correct}[rate]  # fmt: skip
 
     def entry(self, retrieval_metrics: Sequence[str]) -> dict[str, float | int]:
         out: dict[str, float | int] = {"questions": self.questions}
@@ -94,6 +98,10 @@ class SubsetTotals:
                 out["exe_scored"] = self.exe_scored
                 out["exe_acc"] = _pct(self.exe_correct, self.exe_scored)
                 out[interval_key("exe_acc")] = wilson_interval(self.exe_correct, self.exe_scored)
+            if self.program_scored:
+                out["program_scored"] = self.program_scored
+                out["program_acc"] = _pct(self.program_correct, self.program_scored)
+                out[interval_key("program_acc")] = wilson_interval(self.program_correct, self.program_scored)
             if self.em_scored:
                 out["em_scored"] = self.em_scored
                 out["em"] = _pct(self.em_correct, self.em_scored)
@@ -129,7 +137,7 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
     metrics: list[str] = []
     for entry in per_subset.values():
         metrics += [k for k in entry if k not in metrics and k not in ("questions", "generated", "retrieved")]
-    for key in ("generated", "exe_scored", "em_scored", "retrieved"):
+    for key in ("generated", "exe_scored", "program_scored", "em_scored", "retrieved"):
         if any(key in e for e in per_subset.values()):
             out[key] = sum(int(e.get(key, 0)) for e in per_subset.values())
     for metric in metrics:
@@ -154,7 +162,7 @@ def drop_empty_groups(scorecard: dict) -> dict:
     entries = [*scorecard["subsets"].values(), scorecard["weighted"]]
     drops: list[str] = []
     if all(e.get("generated", 1) == 0 for e in entries):
-        drops += ["generated", "exe_scored", "em_scored", "f1", *SUMMED]
+        drops += ["generated", "exe_scored", "program_scored", "em_scored", "f1", *SUMMED]
         drops += [key for rate in RATES for key in (rate, interval_key(rate))]
     if all(e.get("retrieved", 1) == 0 for e in entries):
         drops += ["retrieved", *[k for k in scorecard["weighted"] if "@" in k]]
@@ -165,7 +173,8 @@ def drop_empty_groups(scorecard: dict) -> dict:
 
 
 #: The record columns the metrics read.
-METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference", "em", "f1", "em_error", "exe_acc"]
+METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference", "em", "f1", "em_error", "exe_acc",
+                  "program_acc"]  # fmt: skip
 
 
 def _flags(values: pa.ChunkedArray) -> np.ndarray:
@@ -189,6 +198,7 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
     ranks = table.column("gold_rank").fill_null(0).to_numpy(zero_copy_only=False)
     em_scored = generated & pc.is_valid(table.column("em")).to_numpy(zero_copy_only=False)
     exe_scored = generated & pc.is_valid(table.column("exe_acc")).to_numpy(zero_copy_only=False)
+    program_scored = generated & pc.is_valid(table.column("program_acc")).to_numpy(zero_copy_only=False)
     errors = table.column("em_error").fill_null("").to_numpy(zero_copy_only=False)
     columns = {
         "method": table.column("method"),
@@ -199,6 +209,8 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
         "retrieved": retrieved.astype(np.int64),
         "exe_scored": exe_scored.astype(np.int64),
         "exe_correct": (generated & _flags(table.column("exe_acc"))).astype(np.int64),
+        "program_scored": program_scored.astype(np.int64),
+        "program_correct": (program_scored & _flags(table.column("program_acc"))).astype(np.int64),
         "em_scored": em_scored.astype(np.int64),
         "em_correct": (em_scored & (_values(table.column("em")) == 1)).astype(np.int64),
         "f1_sum": np.where(em_scored, _values(table.column("f1")), 0.0),
@@ -227,7 +239,8 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
         return {}
     values = metric_values(records, retrieval_metrics)
     errors = [f"error_{kind}" for kind in ERROR_COUNTS]
-    sums = ["generated", "matched", "non_numeric", "retrieved", "exe_scored", "exe_correct", "em_scored",
+    sums = ["generated", "matched", "non_numeric", "retrieved", "exe_scored", "exe_correct", "program_scored",
+            "program_correct", "em_scored",
             "em_correct", "f1_sum",
             *errors, *retrieval_metrics]  # fmt: skip
     grouped = values.group_by(["method", "subset"]).aggregate([("method", "count"), *((c, "sum") for c in sums)])
@@ -242,6 +255,8 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
             metric_sums={m: float(r[f"{m}_sum"]) for m in retrieval_metrics},
             exe_scored=int(r["exe_scored_sum"]),
             exe_correct=int(r["exe_correct_sum"]),
+            program_scored=int(r["program_scored_sum"]),
+            program_correct=int(r["program_correct_sum"]),
             em_scored=int(r["em_scored_sum"]),
             em_correct=int(r["em_correct_sum"]),
             f1_sum=float(r["f1_sum_sum"]),

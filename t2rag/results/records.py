@@ -22,7 +22,7 @@ that fills each is in t2rag.stages):
 | outcome | string | parse_answers | why the answer is right or wrong (t2rag.results.outcomes; null: not answered) |
 | em, f1 | float64 | parse_answers | TAT-QA's Exact Match (0/1) and F1 against `original_answer` (null: none) |
 | em_error | string | parse_answers | scale, sign or scale_sign: what mends an EM miss (t2rag.metrics.tatqa) |
-| exe_acc | bool | parse_answers | FinQA's execution accuracy (t2rag.metrics.finqa) |
+| exe_acc, program_acc | bool | parse_answers | FinQA's execution and program accuracy (null: no gold program) |
 | reference | float64 | plan | the reference answer as a number (null when it is not one) |
 """
 
@@ -69,6 +69,7 @@ RECORD_SCHEMA = pa.schema(
         pa.field("f1", pa.float64()),
         pa.field("em_error", pa.string()),
         pa.field("exe_acc", pa.bool_()),
+        pa.field("program_acc", pa.bool_()),
     ]
 )
 

@@ -211,6 +211,8 @@ YARDSTICK_COLUMNS = (
     ("F1", "f1"),
     ("exe_acc", "exe_acc"),
     ("exe_acc 95% CI", interval_key("exe_acc")),
+    ("program_acc", "program_acc"),
+    ("with a gold program", "program_scored"),
     ("EM scored", "em_scored"),
     *((f"{kind} errors", key) for kind, key in ERROR_COUNTS.items()),
 )
@@ -235,8 +237,11 @@ def yardstick_note(scorecards: dict[str, dict]) -> str:
         "NM: the paper's Number Match. EM and F1: TAT-QA's exact match and numeracy-focused F1 (Zhu et al. 2021, "
         "section 4.2: DROP's metrics with the sign kept and a number right only at its scale) against each "
         "question's original answer. exe_acc: FinQA's execution accuracy (Chen et al. 2021, section 3: the value "
-        "equals the gold executed value at 5 decimals). scale / sign / scale_sign errors: EM misses that a power "
-        "of ten, a sign, or both would mend (TAT-QA's Table 6 kinds a record can tell), which Number Match forgives.\n"
+        "equals the gold executed value at 5 decimals); program_acc: FinQA's program accuracy (the model's formula "
+        "is the gold program's computation, arguments read as symbols), only over the answers whose question has a "
+        "gold program (the count beside it; none where the source has no `program` column). scale / sign / "
+        "scale_sign errors: EM misses that a power of ten, a sign, or both would mend (TAT-QA's Table 6 kinds a "
+        "record can tell), which Number Match forgives.\n"
     )
     missing = [m for m, s in scorecards.items() if "number_match" in s["weighted"] and "em" not in s["weighted"]]
     if missing:

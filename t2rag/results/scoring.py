@@ -207,7 +207,8 @@ def prediction_records(
                 number_match_one(v, r) for v, r in zip(values, columns["reference"], strict=True)
             ]
             yardsticks = answer_scores(values, [p.formula for p in predicted], columns["reference"],
-                                       rows.column("original_answer").to_pylist())  # fmt: skip
+                                       rows.column("original_answer").to_pylist(),
+                                       rows.column("program").to_pylist())  # fmt: skip
             columns.update({name: array.to_pylist() for name, array in yardsticks.items()})
         if preds.context_ids is not None:
             ranks = gold_ranks(preds.context_ids, rows.column("context_id").to_pylist())

@@ -91,8 +91,8 @@ def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
 
 
 #: The answer metrics: a record's own column holds its per-question value (0/1, or 0..1 for F1).
-ANSWER_METRICS = ("number_match", "em", "f1", "exe_acc")
-BINARY_ANSWER_METRICS = ("number_match", "em", "exe_acc")
+ANSWER_METRICS = ("number_match", "em", "f1", "exe_acc", "program_acc")
+BINARY_ANSWER_METRICS = ("number_match", "em", "exe_acc", "program_acc")
 
 
 def _values(records: pa.Table, method: str, metric: str) -> dict[tuple[str, str], float]:

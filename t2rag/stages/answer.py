@@ -99,15 +99,16 @@ SCORE_TYPES: dict[str, pa.DataType] = {
 
 
 class ParseAnswers(Stage):
-    """`raw_output`, `table_text`, `reference`, `original_answer`, `method`, `gold_rank` -> `formula`,
+    """`raw_output`, `table_text`, `reference`, `original_answer`, `program`, `method`, `gold_rank` -> `formula`,
     `prediction_source`, `prediction`, `json_ok`, `formula_ok`, `number_match`, `reasoning_steps`, `outcome` (the
     answer module's policy, then Number Match and why it failed: t2rag.results.outcomes), and the family's
-    yardsticks `em`, `f1`, `em_error`, `exe_acc` (t2rag.metrics.answers; EM and F1 null without
-    `original_answer`). Without `reference` (a served answer) nothing is scored: those columns are null."""
+    yardsticks `em`, `f1`, `em_error`, `exe_acc`, `program_acc` (t2rag.metrics.answers; EM and F1 null without
+    `original_answer`, program accuracy without `program`). Without `reference` (a served answer) nothing is
+    scored: those columns are null."""
 
     name = "parse_answers"
     reads = ("raw_output",)
-    optional = ("table_text", "reference", "original_answer", "method", "gold_rank")
+    optional = ("table_text", "reference", "original_answer", "program", "method", "gold_rank")
     adds = pa.schema(SCORE_TYPES)
     stateful = False
 
@@ -129,7 +130,7 @@ class ParseAnswers(Stage):
         parsed = {name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items() if name != "outcome"}
         if scored:
             parsed.update(answer_scores(cols["prediction"], cols["formula"], references,
-                                        column(batch, "original_answer")))  # fmt: skip
+                                        column(batch, "original_answer"), column(batch, "program")))  # fmt: skip
         outcome = pa.nulls(batch.num_rows, pa.string())
         if scored and "method" in batch.column_names:
             rows = with_columns(batch, parsed)

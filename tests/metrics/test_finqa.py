@@ -36,3 +36,61 @@ def test_every_gold_value_executes_to_itself_and_nan_never_does():
         assert execution_match(value, value)
     assert not execution_match(float("nan"), float("nan"))
     assert not execution_match(1.0, None)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "gold", "same"),
+    [
+        # FinQA's own example (section 3): the order of arguments and of independent steps does not matter
+        ("add(1, 2), add(3, 4), subtract(#0, #1)", "add(4, 3), add(2, 1), subtract(#1, #0)", True),
+        ("(5829 - 5735) / 5735", "subtract(5829, 5735), divide(#0, 5735)", True),  # infix is read as a program
+        ("divide(5829, 5735)", "divide(5735, 5829)", False),
+        ("divide(subtract(5829, 5735), 5735)", "divide(subtract(5829, 5734), 5735)", False),  # another argument
+        ("table_sum(net revenue, none)", "table_sum(Net  Revenue, none)", True),
+        ("greater(3, 2)", "greater(2, 3)", False),
+        ("None", "add(1, 2)", False),
+        (None, "add(1, 2)", False),
+    ],
+)
+def test_program_accuracy_reads_arguments_as_symbols(predicted, gold, same):
+    from t2rag.metrics.finqa import program_match
+
+    assert program_match(predicted, gold) is same
+
+
+def test_a_source_with_gold_programs_scores_program_accuracy(tmp_path, tiny_data):
+    """A hub-layout copy whose FinQA rows carry a `program` column: the scripted answers that write the gold
+    program's computation are right by program accuracy, the others wrong; TAT-DQA rows have no program."""
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from t2rag.answer.numbers import parse_number
+    from t2rag.config import load_config
+    from t2rag.pipeline.local import run_local
+    from t2rag.results.records import read_records
+    from tests.conftest import write_layout
+    from tests.scripted_server import scripted_for
+
+    tables = {s: pq.read_table(next((Path(tiny_data) / "data" / s).rglob("*.parquet"))) for s in ("FinQA", "TAT-DQA")}
+    finqa = tables["FinQA"]
+    values = [parse_number(v) for v in finqa.column("program_answer").to_pylist()]
+    tables["FinQA"] = finqa.append_column("program", pa.array([f"add(0, {v!r})" for v in values]))
+    data = str(write_layout(tmp_path / "programs", tables))
+    with scripted_for(data) as generator:
+        config = load_config(None, {"data": {"source": data}, "methods": ["oracle"], "generator": generator,
+                                    "out": str(tmp_path / "run")})  # fmt: skip
+        card = run_local(config)["methods"]["oracle"]
+    records = read_records(str(tmp_path / "run")).to_pylist()
+    for r in records:
+        if r["subset"] == "TAT-DQA":
+            assert r["program_acc"] is None
+        else:  # the scripted right answer writes add(reference, 0): the gold's computation, arguments swapped
+            assert r["program_acc"] is (r["formula"] == f"add({r['reference']!r}, 0)")
+    finqa_rows = [r for r in records if r["subset"] == "FinQA"]
+    assert card["subsets"]["FinQA"]["program_scored"] == len(finqa_rows)
+    right = sum(r["program_acc"] for r in finqa_rows)
+    assert 0 < right < len(finqa_rows)
+    assert card["subsets"]["FinQA"]["program_acc"] == pytest.approx(100 * right / len(finqa_rows), abs=1e-3)
+    assert "program_acc" not in card["subsets"]["TAT-DQA"]
