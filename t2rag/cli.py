@@ -237,6 +237,37 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_judge(args: argparse.Namespace) -> int:
+    from t2rag.judge.ratings import ratings_table
+    from t2rag.judge.run import judge_config_from, judge_run
+    from t2rag.pipeline.manifest import read_json
+    from t2rag.prompts import PromptConfig
+    from t2rag.results.tables import markdown_table
+
+    logging.getLogger("t2rag.progress").setLevel(logging.INFO)
+    manifest = read_json(args.run_dir, "manifest.json") or {}
+    settings = manifest.get("config") or {}
+    if args.config:
+        from t2rag.config import load_config
+
+        settings = load_config(args.config).model_dump()
+    config = judge_config_from(settings.get("judge"), args.baseline, args.judge, args.one_order)
+    prompts = PromptConfig.model_validate(settings.get("prompts") or {})
+    result = judge_run(args.run_dir, config, prompts, data=args.data)
+    if args.json:
+        print_json(result)
+        return 0
+    orders = "both orders" if result["both_orders"] else "one order"
+    print(f"\n{result['judge']} ({result['judge_model']}) judged {result['asked']} pairs against "
+          f"{result['baseline']} ({orders}); Elo with the baseline fixed at 1000, 95% intervals from resampling "
+          "questions:\n")  # fmt: skip
+    print(markdown_table(*ratings_table(result)))
+    if result["failed"]:
+        print(f"\n{result['failed']} judge generations failed; rerun the same command to ask them again")
+    print(f"\nverdicts: {args.run_dir}/judge/verdicts  ratings: {args.run_dir}/judge/ratings.json")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from t2rag.results.compare import compare_runs
     from t2rag.results.findings import difference_rows
@@ -422,6 +453,18 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("b", metavar="B", help="RUN_DIR or RUN_DIR:METHOD")
     cmp.add_argument("--json", action="store_true", help="a JSON list of differences, nothing else on stdout")
     cmp.set_defaults(func=cmd_compare)
+
+    jdg = commands.add_parser(
+        "judge", help="a judge model compares each method's answers with a baseline's; Elo ratings from the verdicts"
+    )
+    jdg.add_argument("run_dir", help="a run's output directory (local or s3://)")
+    jdg.add_argument("--baseline", default=None, help="the method every other is compared with (rated 1000)")
+    jdg.add_argument("--judge", default=None, help="the judge model: a generator preset name")
+    jdg.add_argument("--one-order", action="store_true", help="ask each pair once, the judged answer first")
+    jdg.add_argument("--config", default=None, help="a run config whose judge: block (and prompts) to use")
+    jdg.add_argument("--data", help="where the run's questions are read from, if not where its manifest says")
+    jdg.add_argument("--json", action="store_true")
+    jdg.set_defaults(func=cmd_judge)
 
     xpl = commands.add_parser("explore", help="a local web page over a run: its tables, plots and every answer")
     xpl.add_argument("run_dir", help="the run's directory (local or s3://)")

@@ -25,6 +25,7 @@ from pydantic import (
 from t2rag.errors import ConfigError
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.registry import as_spec, resolve_generator
+from t2rag.judge.config import JudgeConfig
 from t2rag.methods import METHODS
 from t2rag.prompts import PromptConfig
 from t2rag.retrieval.config import RetrievalConfig
@@ -144,6 +145,9 @@ class RunConfig(BaseModel):
     #: Refuse, before any work, a run that needs a model this machine cannot have (not a local directory, not in
     #: the cache, the Hub not reachable); off where a cluster's workers hold models its driver does not.
     check_models: bool = True
+    #: A machine judge of the answers against a baseline method's (`t2rag judge RUN`; t2rag.judge); it changes no
+    #: record.
+    judge: JudgeConfig | None = None
 
     @field_validator("generator", mode="before")
     @classmethod
@@ -170,6 +174,14 @@ class RunConfig(BaseModel):
         return methods
 
     @model_validator(mode="after")
+    def _judged_methods_are_run(self) -> RunConfig:
+        if self.judge is not None:
+            stray = [m for m in [self.judge.baseline, *(self.judge.methods or [])] if m not in self.methods]
+            if stray:
+                raise ValueError(f"judge: {stray} are not in methods")
+        return self
+
+    @model_validator(mode="after")
     def _retrieval_only_methods_are_run(self) -> RunConfig:
         stray = [m for m in self.retrieval_only_methods if m not in self.methods]
         if stray:
@@ -185,8 +197,11 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location, the runner or the placement)."""
-        skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models"}
-        payload = self.model_dump(exclude={**dict.fromkeys(skip, True), "generator": {"replicas", "batch_size"}})
+        skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models", "judge"}
+        # The judge's prompt settings change no record either (and leave the fingerprints of earlier runs as they were).
+        exclude = {**dict.fromkeys(skip, True), "generator": {"replicas", "batch_size"},
+                   "prompts": {"judge", "judge_max_tokens"}}  # fmt: skip
+        payload = self.model_dump(exclude=exclude)
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

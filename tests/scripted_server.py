@@ -7,7 +7,9 @@ reference as a formula (right), the reference plus one (a wrong number), `"None"
 formula that does not evaluate. A prompt that holds the gold context is answered right three times in four, one
 without it once in four, so reading the gold matters as it does for a real model. A grading prompt (Corrective RAG's:
 it asks for `{"relevant": [...]}`) is answered by a hash of the prompt too: every excerpt, the first one, or none (so
-some rows are ranked again by the method's fallback).
+some rows are ranked again by the method's fallback). A judging prompt (t2rag judge's) prefers the answer whose
+value is the reference's (a tie when both or neither are), except that one reply in eight always names answer 1 (a
+judge's position bias) and one in eight names neither (an unparsed verdict).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ QUESTION = re.compile(r"Question: (.*?)\n\nAnswer with the JSON object only\.", 
 WITH_GOLD = ("right", "right", "right", "wrong", "none", "broken", "right", "right")
 WITHOUT_GOLD = ("right", "wrong", "none", "broken")
 GRADE_ASKED = '{"relevant": [...]}'
+JUDGE_QUESTION = re.compile(r"^Question: (.*?)\n\nReference answer:", re.M | re.S)
+JUDGE_ASKED = "Which answer is more accurate with respect to the reference answer?"
+JUDGED = re.compile(r"Reference answer: (.*?)\n\nAnswer 1:\nValue: (\S+).*?\n\nAnswer 2:\nValue: (\S+)", re.S)
 EXCERPT = re.compile(r"^### Excerpt (\d+)$", re.M)
 
 
@@ -40,10 +45,33 @@ def scripted_grade(prompt: str) -> str:
     return json.dumps({"relevant": chosen})
 
 
+def _right(value: str, reference: float | None) -> bool:
+    try:
+        number = float(value)
+    except ValueError:
+        return False
+    return reference is not None and abs(number - reference) <= 1e-6 * max(1.0, abs(reference))
+
+
+def scripted_verdict(prompt: str, reference: float | None) -> str:
+    """A judge's reply to a judging prompt (see the module's docstring)."""
+    found = JUDGED.search(prompt)
+    kind = _digest(prompt) % 8
+    if found is None or kind == 0:
+        return "I cannot tell these apart."
+    if kind == 1:
+        return json.dumps({"reasoning": "scripted: the first is better", "better": "1"})
+    first, second = _right(found.group(2), reference), _right(found.group(3), reference)
+    better = "tie" if first == second else "1" if first else "2"
+    return json.dumps({"reasoning": f"scripted: answer 1 right {first}, answer 2 right {second}", "better": better})
+
+
 def scripted_answer(prompt: str, reference: float | None, gold_start: str) -> str:
     """The JSON answer to one prompt (see the module's docstring)."""
     if GRADE_ASKED in prompt:
         return scripted_grade(prompt)
+    if JUDGE_ASKED in prompt:
+        return scripted_verdict(prompt, reference)
     kinds = WITH_GOLD if gold_start and gold_start in prompt else WITHOUT_GOLD
     kind = kinds[_digest(prompt) % len(kinds)]
     if reference is None or kind == "none":
@@ -95,7 +123,8 @@ def scripted_server(questions: dict[str, tuple[float | None, str]], delay_s: flo
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = "\n".join(m["content"] for m in body["messages"])
-            found = QUESTION.search(body["messages"][-1]["content"])  # the system prompt's examples have questions too
+            last = body["messages"][-1]["content"]
+            found = QUESTION.search(last) or JUDGE_QUESTION.search(last)  # the system prompt's examples have some
             reference, gold_start = questions.get(found.group(1).strip(), (None, "")) if found else (None, "")
             text = scripted_answer(prompt, reference, gold_start)
             time.sleep(delay_s)

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["ANSWER_KEYS", "ParsedAnswer", "extract_answer"]
+__all__ = ["ANSWER_KEYS", "ParsedAnswer", "decode_objects", "extract_answer"]
 
 ANSWER_KEYS = ("reasoning_steps", "final_formula", "computed_formula")
 NULL_WORDS = frozenset({"", "none", "n/a", "null"})
@@ -116,7 +116,7 @@ def _repair(span: str) -> str:
     return "".join(out)
 
 
-def _decode_objects(text: str) -> list[dict[str, object]]:
+def decode_objects(text: str) -> list[dict[str, object]]:
     """Every top-level JSON object found in ``text``, in order (see the module docstring)."""
     objects: list[dict[str, object]] = []
     partners: dict[int, int] | None = None
@@ -270,7 +270,7 @@ def extract_answer(text: str) -> ParsedAnswer:
     if not isinstance(text, str):
         return ParsedAnswer()
     text = text[-_MAX_TEXT:]
-    objects = _decode_objects(text)
+    objects = decode_objects(text)
     for obj in reversed(objects):
         fields = _answer_fields(obj)
         if fields is not None:

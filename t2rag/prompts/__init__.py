@@ -25,7 +25,14 @@ ANSWER_SCHEMA: dict = {
     "required": ["reasoning_steps", "final_formula", "computed_formula"],
 }
 
-TEMPLATE_NAMES = ("answer_system", "answer_user", "answer_no_context", "hyde", "summarize", "grade")
+#: What a judge is asked for (and constrained to, where the engine can): which of two answers is better, and why.
+JUDGE_SCHEMA: dict = {
+    "type": "object",
+    "properties": {"reasoning": {"type": "string"}, "better": {"type": "string", "enum": ["1", "2", "tie"]}},
+    "required": ["reasoning", "better"],
+}
+
+TEMPLATE_NAMES = ("answer_system", "answer_user", "answer_no_context", "hyde", "summarize", "grade", "judge")
 
 
 class PromptConfig(BaseModel):
@@ -39,10 +46,12 @@ class PromptConfig(BaseModel):
     hyde: str | None = None
     summarize: str | None = None
     grade: str | None = None
+    judge: str | None = None
     max_context_chars: int = Field(6000, ge=200)  # per context; longer ones are cut (most are under 6,000)
     hyde_max_tokens: int = Field(256, ge=16)
     summary_max_tokens: int = Field(200, ge=16)
     grade_max_tokens: int = Field(48, ge=8)  # a grade is `{"relevant": [...]}`
+    judge_max_tokens: int = Field(256, ge=16)  # a verdict: a sentence or two of reasoning and the better answer
 
 
 def _read(name: str, override: str | None) -> str:
@@ -111,6 +120,11 @@ class Prompts:
     def grade(self, question: str, contexts: list[str]) -> tuple[Message, ...]:
         """The prompt asking which of the numbered excerpts help answer the question."""
         filled = _fill(self.templates["grade"], contexts=self.format_contexts(contexts), question=question)
+        return ({"role": "user", "content": filled},)
+
+    def judge(self, question: str, reference: str, first: str, second: str) -> tuple[Message, ...]:
+        """The prompt asking a judge which of two answers to a question is more accurate against its reference."""
+        filled = _fill(self.templates["judge"], question=question, reference=reference, first=first, second=second)
         return ({"role": "user", "content": filled},)
 
     def summarize(self, context: str) -> tuple[Message, ...]:
