@@ -17,6 +17,7 @@ from ray_jobs.capacity import Fit, Node, describe, fit, live_nodes, totals
 from ray_jobs.pools import PoolSpec, run_pools
 from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
+from t2rag.judge.plan import JudgePlan, plan_judge
 from t2rag.methods import get_method
 from t2rag.pipeline.model_check import ModelNeed, needed_models
 from t2rag.pipeline.plan import WorkGroup, plan_work
@@ -79,6 +80,7 @@ class RunPlan:
     fits: dict[str, Fit]  # phase (or "index: <pool>") -> outcome
     estimate: Estimate
     models: list[ModelNeed] = field(default_factory=list)  # what the run loads, checked on this machine
+    judge: JudgePlan | None = None  # what the run's judge: block asks once the run has answered
 
     @property
     def refusal(self) -> str | None:
@@ -99,6 +101,7 @@ class RunPlan:
             "pools": [p.to_dict() for p in self.pools],
             "model_loads": self.model_loads(),
             "models": [m.to_dict() for m in self.models],
+            "judge": None if self.judge is None else self.judge.to_dict(),
             "target": {"description": self.target.description, "nodes": [asdict(n) for n in self.target.nodes]},
             "fits": self.refusal is None,
             "refusal": self.refusal,
@@ -182,6 +185,7 @@ def make_plan(config: RunConfig, target: Target, resources: Resources | None = N
         check_fit(pools, target.nodes),
         estimate(config, pools, workload, rates),
         needed_models(config, work),
+        plan_judge(config, resources.questions, rates),
     )
 
 
@@ -345,6 +349,13 @@ def render(plan: RunPlan) -> str:
     if e.wall_s is not None:
         cost = f", {e.cost:,.0f} at {e.price_per_gpu_hour:g} per GPU-hour" if e.cost is not None else ""
         lines.append(f"- wall time {_duration(e.wall_s)}, {e.gpu_hours:,.1f} GPU-hours held by the pools{cost}")
+    if plan.judge is not None:
+        j = plan.judge
+        took = "unknown" if j.seconds is None else _duration(j.seconds)
+        lines += ["", f"Judge (t2rag judge, after the run): {j.judge} ({j.model}) against {j.baseline}: "
+                  + ", ".join(f"{m} {n:,} pairs" for m, n in j.pairs.items())
+                  + f"; {j.prompts:,} prompts, {j.prompt_tokens:,} prompt tokens + {j.output_tokens:,} output tokens "
+                  f"at most; {took} ({j.note})"]  # fmt: skip
     lines += ["", "Rates assumed (estimate.rates overrides them):"]
     lines += [f"- {model}: {source}" for model, source in e.sources.items()]
     return "\n".join(lines)

@@ -3,12 +3,13 @@
 Writes, under `RUN_DIR/report/`: table3 (Number Match and MRR@3 per subset and weighted, one row per method),
 retrieval (every retrieval metric), retrieval_ablation (when methods beyond the paper's ran: the components each
 has on, with MRR@3 and Recall@1/3/5 per subset and weighted), answers (Number Match beside TAT-QA's EM and F1 and
-FinQA's execution accuracy, with the EM misses of scale and sign), generation (parse rates, prediction sources, tokens
-and time per method), outcomes (why each answer is right or wrong), oracle_gap (each method's gap to the oracle,
-split into retrieval and reading), significance (paired tests between every two methods), table4 (the embedder
-ablation, when it ran), table5 (the corpus-size ablation as numbers: MRR@3 mean and standard deviation per corpus
-size; Figure 4 is its plot), each as .md and .csv, plus the plots, headline.md (what to read first, as `t2rag
-report` prints it) and report.md which gathers them all.
+FinQA's execution and program accuracy, with the EM misses of scale and sign), judge (the machine judge's Elo
+ratings, when `t2rag judge` ran), generation (parse rates, prediction sources, tokens and time per method),
+outcomes (why each answer is right or wrong), oracle_gap (each method's gap to the oracle, split into retrieval and
+reading), significance (paired tests between every two methods), table4 (the embedder ablation, when it ran),
+table5 (the corpus-size ablation as numbers: MRR@3 mean and standard deviation per corpus size; Figure 4 is its
+plot), each as .md and .csv, plus the plots, headline.md (what to read first, as `t2rag report` prints it) and
+report.md which gathers them all.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.errors import InputError
+from t2rag.judge.ratings import ratings_table
+from t2rag.judge.run import RATINGS_FILE
 from t2rag.methods import METHODS, PAPER_METHODS
 from t2rag.metrics.retrieval import per_query
 from t2rag.pipeline.manifest import read_json, read_result
@@ -382,6 +385,14 @@ SIGNIFICANCE_NOTE = (
     "difference. 'holds' applies Holm's correction over the pairs of one metric and subset row.\n\n"
 )
 
+JUDGE_NOTE = (
+    "`t2rag judge`: the judge compares each method's answer with the baseline's to the same question, in both "
+    "orders unless asked once, and says which is more accurate; a win scores 1, a tie 0.5. Elo updates each method "
+    "against the baseline fixed at 1000 (TableQuest's framework); the interval resamples questions. Unparsed "
+    "verdicts (naming neither answer) are no game. NM agreement and Cohen's kappa: over the parsed verdicts where "
+    "both answers have Number Match, whose preference is the right answer when exactly one is right, else a tie.\n\n"
+)
+
 TABLE4_NOTE = (
     "The paper's Table 4 gives only the average over its four subsets (VQAonBD included), weighted by question "
     "counts, with no per-subset values, so it cannot be recomputed over this run's subsets: read the two sides "
@@ -446,6 +457,11 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(scorecards))
     emit("answers", "Answers by every yardstick of the family (percent; errors are counts)",
          *yardstick_table(scorecards), note=yardstick_note(scorecards), note_in_file=True)  # fmt: skip
+    judged = read_json(run_dir, RATINGS_FILE)
+    if judged:
+        emit("judge", f"A machine judge against {judged['baseline']}: Elo with the baseline at 1000 (judge "
+             f"{judged['judge']}, {judged['judge_model']})", *ratings_table(judged), note=JUDGE_NOTE,
+             note_in_file=True)  # fmt: skip
     emit("generation", "Generation diagnostics", *generation_table(records))
     checked = (read_result(run_dir) or {}).get("plan_vs_run")
     emit("plan_vs_run", "The plan beside the run (the answers the run started with; rates: "

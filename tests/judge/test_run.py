@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
@@ -53,6 +54,11 @@ def test_a_judge_server_rates_a_method_against_the_baseline_and_resumes(scripted
     assert 0 < bm25["number_match_agreement"]["kappa"] < 1  # the scripted judge mostly follows the values
     assert set(bm25["subsets"]) == {"FinQA", "TAT-DQA"}
     assert json.loads((run / RATINGS_FILE).read_text()) == result
+    from t2rag.results.report import write_report
+
+    table = Path(write_report(str(run))["judge"]).read_text()
+    assert "oracle (baseline)" in table
+    assert f"{bm25['rating']:.2f}" in table
 
 
 @pytest.mark.slow
@@ -99,3 +105,30 @@ def test_a_judge_whose_model_is_missing_is_refused_before_asking(scripted_run, t
     err = capsys.readouterr().err.strip()
     assert "judge 'absent'" in err and "cannot be loaded" in err and len(err.splitlines()) == 1, err
     assert not (run / "judge" / "verdicts").exists()
+
+
+def test_the_plan_counts_the_judges_pairs_prompts_and_tokens():
+    """A `judge:` block in the plan: every pair both methods answer (the generation sample), asked in both orders,
+    each prompt at least the judge template with its question in it, and seconds at the judge's rate (unknown for
+    a judge no rate names)."""
+    from ray_jobs.preflight import local_target, make_plan, render
+    from t2rag.config import load_config
+    from t2rag.prompts import Prompts
+    from t2rag.rates import load_rates
+
+    overrides = {"methods": ["oracle", "bm25", "bm25_meta"], "generator": "qwen2.5-0.5b", "limit": 3,
+                 "retrieval_only_methods": ["bm25_meta"],
+                 "judge": {"baseline": "oracle", "judge": "smollm2-135m"}}  # fmt: skip
+    config = load_config(None, overrides)
+    plan = make_plan(config, local_target(config))
+    judge = plan.judge
+    assert judge.pairs == {"bm25": 6}  # 3 sampled questions x 2 subsets; bm25_meta answers nothing
+    assert judge.prompts == 12 and judge.output_tokens == 12 * config.prompts.judge_max_tokens
+    template = len(Prompts().templates["judge"])
+    rate = load_rates().generators["smollm2-135m"]
+    assert judge.prompt_tokens > 12 * template / rate.chars_per_token
+    assert judge.seconds is not None and judge.seconds > rate.load_s
+    assert "Judge (t2rag judge, after the run): smollm2-135m" in render(plan)
+    unknown = make_plan(load_config(None, {**overrides, "judge": {"baseline": "oracle", "judge": "openai"}}),
+                        local_target(config)).judge  # fmt: skip
+    assert unknown.seconds is None and "no rate for default" in unknown.note
