@@ -26,7 +26,7 @@ from t2rag.errors import ConfigError
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.registry import as_spec, resolve_generator
 from t2rag.judge.config import JudgeConfig
-from t2rag.methods import METHODS
+from t2rag.methods import get_method, is_method
 from t2rag.prompts import PromptConfig
 from t2rag.retrieval.config import RetrievalConfig
 
@@ -41,6 +41,16 @@ class DataConfig(BaseModel):
     #: Another source in the same layout whose contexts (every subset and split) extend every corpus as
     #: distractors; the questions stay this source's.
     distractors: str | None = None
+
+
+class RoutingConfig(BaseModel):
+    """How routed methods (`METHOD@ROUTER`, t2rag.routing) choose what to search."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    top: int = Field(1, ge=1)  # subsets searched: the router's top ones (every loaded one: the pooled corpus)
+    #: Replaces a subset's description that the semantic and LLM routers read (t2rag.routing.descriptions).
+    descriptions: dict[str, str] = Field(default_factory=dict)
 
 
 class RayConfig(BaseModel):
@@ -145,6 +155,7 @@ class RunConfig(BaseModel):
     #: Refuse, before any work, a run that needs a model this machine cannot have (not a local directory, not in
     #: the cache, the Hub not reachable); off where a cluster's workers hold models its driver does not.
     check_models: bool = True
+    routing: RoutingConfig = RoutingConfig()  # how routed methods (METHOD@ROUTER) choose the corpus they search
     #: A machine judge of the answers against a baseline method's (`t2rag judge RUN`; t2rag.judge); it changes no
     #: record.
     judge: JudgeConfig | None = None
@@ -166,9 +177,12 @@ class RunConfig(BaseModel):
     def _known_methods(cls, methods: list[str]) -> list[str]:
         if not methods:
             raise ValueError("no method named")
-        unknown = [m for m in methods if m not in METHODS]
+        unknown = [m for m in methods if not is_method(m)]
         if unknown:
-            raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+            try:
+                get_method(unknown[0])
+            except ValueError as exc:
+                raise ValueError(f"unknown method(s) {unknown}: {exc}") from None
         if len(set(methods)) != len(methods):
             raise ValueError("methods are listed more than once")
         return methods
@@ -186,7 +200,7 @@ class RunConfig(BaseModel):
         stray = [m for m in self.retrieval_only_methods if m not in self.methods]
         if stray:
             raise ValueError(f"retrieval_only_methods {stray} are not in methods")
-        no_retrieval = [m for m in self.retrieval_only_methods if not METHODS[m].retrieves]
+        no_retrieval = [m for m in self.retrieval_only_methods if not get_method(m).retrieves]
         if no_retrieval:
             raise ValueError(f"{no_retrieval} do not retrieve, so they cannot be retrieval-only")
         return self
@@ -198,9 +212,13 @@ class RunConfig(BaseModel):
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location, the runner or the placement)."""
         skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models", "judge"}
-        # The judge's prompt settings change no record either (and leave the fingerprints of earlier runs as they were).
-        exclude = {**dict.fromkeys(skip, True), "generator": {"replicas", "batch_size"},
-                   "prompts": {"judge", "judge_max_tokens"}}  # fmt: skip
+        # The judge's prompt settings change no record either; routing settings change only routed methods' (both
+        # left out where they change none, so the fingerprints of earlier runs stay as they were).
+        unused = {"judge", "judge_max_tokens"}
+        if not any(get_method(m).router for m in self.methods):
+            skip.add("routing")
+            unused |= {"route", "route_max_tokens"}
+        exclude = {**dict.fromkeys(skip, True), "generator": {"replicas", "batch_size"}, "prompts": unused}
         payload = self.model_dump(exclude=exclude)
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -8,7 +8,7 @@ reads. Every runner runs `Method.chain(...)` as it is; none of them knows a meth
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 IndexTexts = Literal["context", "summary"]
@@ -28,6 +28,12 @@ ANSWER_TAIL = ("generate", "parse_answers")
 PROMPTING = ("read_contexts", "answer_prompts")
 #: Stages that answer a question from what the method reads (they run for the generation sample only).
 ANSWER = (*PROMPTING, *ANSWER_TAIL)
+#: Query routing (t2rag.routing), as a suffix to a retrieving method's name (`bm25@semantic`): `pooled` searches
+#: every loaded subset's contexts together, unrouted; a router ranks the subsets and the method searches the top
+#: one (`routing.top`). The routing stages come before the method's own.
+ROUTERS = ("pooled", "oracle", "semantic", "llm")
+ROUTE = ("route",)
+LLM_ROUTE = ("route_prompts", "generate", "route")
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class Method:
     #: A lexical method whose retriever ranks a question again when the generator judged none of its contexts
     #: relevant (Corrective RAG's `corrective_retrieve`).
     fallback: str | None = None
+    #: How the corpus a question searches is chosen (one of ROUTERS); None: its own subset's.
+    router: str | None = None
 
     @property
     def retrieves(self) -> bool:
@@ -164,10 +172,35 @@ PAPER_METHODS: tuple[str, ...] = (
 
 
 def get_method(name: str) -> Method:
-    try:
+    """A registered method, or a retrieving one with a router (`METHOD@ROUTER`, see ROUTERS)."""
+    if name in METHODS:
         return METHODS[name]
-    except KeyError:
-        raise ValueError(f"unknown method '{name}' (choose from {', '.join(METHODS)})") from None
+    base, at, router = name.partition("@")
+    if at and base in METHODS:
+        if router not in ROUTERS:
+            raise ValueError(f"unknown router '{router}' in method '{name}' (routers: {', '.join(ROUTERS)})")
+        if not METHODS[base].retrieves:
+            raise ValueError(f"method '{base}' does not retrieve, so it cannot be routed")
+        return routed(METHODS[base], router)
+    raise ValueError(f"unknown method '{name}' (choose from {', '.join(METHODS)}, each retrieving one optionally "
+                     f"@{'/'.join(ROUTERS)})")  # fmt: skip
+
+
+def routed(method: Method, router: str) -> Method:
+    """`method` searching the pooled corpus (router `pooled`) or the subsets a router ranks first."""
+    stages = (LLM_ROUTE if router == "llm" else ROUTE) + method.stages
+    what = "every subset pooled, unrouted" if router == "pooled" else f"the subset the {router} router ranks first"
+    return replace(method, name=f"{method.name}@{router}", description=f"{method.description}, over {what}",
+                   stages=stages, router=router)  # fmt: skip
+
+
+def is_method(name: str) -> bool:
+    """Whether `get_method` knows the name."""
+    try:
+        get_method(name)
+    except ValueError:
+        return False
+    return True
 
 
 def readers_of(names: Iterable[str]) -> dict[str, str]:

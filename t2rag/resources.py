@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
@@ -45,6 +46,7 @@ class Resources:
         self._generator = generator
         self._retrievers: dict[tuple[str, str], Retriever] = {}
         self._summaries: dict[str, Corpus] = {}
+        self._unions: dict[str, Corpus] = {}
 
     # -- data ----------------------------------------------------------------------------------------------
     @property
@@ -65,6 +67,18 @@ class Resources:
     def pooled_corpus(self) -> Corpus:
         return self._with_distractors(build_corpus(self.questions, None))
 
+    def _union(self, name: str) -> Corpus:
+        if name not in self._unions:
+            subsets = name.split("+")
+            unknown = [s for s in subsets if s not in self.questions.subsets]
+            if unknown:
+                raise InputError(f"unknown corpus '{name}': {', '.join(unknown)} not loaded")
+            table = self.questions.table
+            part = QuestionSet(table.filter(pc.is_in(table.column("subset"), pa.array(subsets))),
+                               self.questions.source, self.questions.files)  # fmt: skip
+            self._unions[name] = self._with_distractors(build_corpus(part, None))
+        return self._unions[name]
+
     def _with_distractors(self, corpus: Corpus) -> Corpus:
         return extend(corpus, self.distractors) if self.config.data.distractors else corpus
 
@@ -73,9 +87,12 @@ class Resources:
         return load_distractors(self.config.data.distractors)
 
     def corpus(self, name: str | None) -> Corpus:
-        """A corpus by name: a subset's, or "pooled" (or None) for all loaded subsets pooled into one."""
+        """A corpus by name: a subset's, several subsets' pooled ("FinQA+TAT-DQA": what a router's top subsets
+        are), or "pooled" (or None) for all loaded subsets pooled into one."""
         if name is None or name == POOLED:
             return self.pooled_corpus
+        if "+" in name:
+            return self._union(name)
         try:
             return self.corpora[name]
         except KeyError:

@@ -27,6 +27,7 @@ from t2rag.pipeline.records import count_failed, done_keys, release_failed
 from t2rag.progress import StageLog
 from t2rag.results.numbers import METRIC_COLUMNS, USAGE_COLUMNS, generation_usage, scorecards_of
 from t2rag.results.records import read_records
+from t2rag.stages.route import require_two_subsets
 from t2rag.storage import filesystem_for, is_s3
 
 log = logging.getLogger("t2rag.progress")
@@ -70,6 +71,7 @@ def claim_run(config: RunConfig, questions: QuestionSet, overwrite: bool = False
     """Validate the run, then hold the output folder for its duration: yields the (method, id) pairs that already
     have records. Nothing is written before validation passes, so a corrected rerun is never refused."""
     check_methods(config)
+    require_two_subsets(config.methods, list(questions.subsets))
     if questions.scored().num_rows == 0:
         raise InputError(f"{questions.source}: no question to score (the data is empty or every row is excluded)")
     with run_lock(config.out):

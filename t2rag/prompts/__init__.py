@@ -32,7 +32,7 @@ JUDGE_SCHEMA: dict = {
     "required": ["reasoning", "better"],
 }
 
-TEMPLATE_NAMES = ("answer_system", "answer_user", "answer_no_context", "hyde", "summarize", "grade", "judge")
+TEMPLATE_NAMES = ("answer_system", "answer_user", "answer_no_context", "hyde", "summarize", "grade", "judge", "route")
 
 
 class PromptConfig(BaseModel):
@@ -47,11 +47,13 @@ class PromptConfig(BaseModel):
     summarize: str | None = None
     grade: str | None = None
     judge: str | None = None
+    route: str | None = None
     max_context_chars: int = Field(6000, ge=200)  # per context; longer ones are cut (most are under 6,000)
     hyde_max_tokens: int = Field(256, ge=16)
     summary_max_tokens: int = Field(200, ge=16)
     grade_max_tokens: int = Field(48, ge=8)  # a grade is `{"relevant": [...]}`
     judge_max_tokens: int = Field(256, ge=16)  # a verdict: a sentence or two of reasoning and the better answer
+    route_max_tokens: int = Field(64, ge=8)  # the LLM router's ranking of the subsets' names
 
 
 def _read(name: str, override: str | None) -> str:
@@ -125,6 +127,13 @@ class Prompts:
     def judge(self, question: str, reference: str, first: str, second: str) -> tuple[Message, ...]:
         """The prompt asking a judge which of two answers to a question is more accurate against its reference."""
         filled = _fill(self.templates["judge"], question=question, reference=reference, first=first, second=second)
+        return ({"role": "user", "content": filled},)
+
+    def route(self, question: str, descriptions: dict[str, str]) -> tuple[Message, ...]:
+        """The prompt asking a generator to rank the named collections (subsets) by how likely each holds the
+        question's answer."""
+        collections = "\n".join(f"- {name}: {text}" for name, text in descriptions.items())
+        filled = _fill(self.templates["route"], collections=collections, question=question)
         return ({"role": "user", "content": filled},)
 
     def summarize(self, context: str) -> tuple[Message, ...]:

@@ -17,11 +17,11 @@ from t2rag.errors import InputError
 from t2rag.pipeline.manifest import read_json
 from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS
 from t2rag.results.records import read_records
-from t2rag.results.significance import ANSWER_METRICS, Difference, compare
+from t2rag.results.significance import ANSWER_METRICS, ROUTING_METRICS, Difference, compare
 
 #: Every metric a scorecard has, in its order.
-METRICS = (*ANSWER_METRICS, *DEFAULT_RETRIEVAL_METRICS)
-_COLUMNS = ["id", "subset", "method", "gold_rank", *ANSWER_METRICS]
+METRICS = (*ANSWER_METRICS, *DEFAULT_RETRIEVAL_METRICS, *ROUTING_METRICS)
+_COLUMNS = ["id", "subset", "method", "gold_rank", *ANSWER_METRICS, *ROUTING_METRICS]
 
 
 @dataclass(frozen=True)

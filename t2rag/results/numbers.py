@@ -22,6 +22,9 @@ from t2rag.data.schema import SUBSETS
 from t2rag.metrics.answers import ANSWER_SCORE_TYPES
 from t2rag.metrics.retrieval import per_query
 
+#: The routing columns the scorecards read (t2rag.stages.route adds them).
+ROUTING_TYPES: dict[str, pa.DataType] = {"routing_acc": pa.bool_(), "routing_ndcg3": pa.float64()}
+
 DEFAULT_RETRIEVAL_METRICS: tuple[str, ...] = ("mrr@3", "mrr@5", "recall@1", "recall@3", "recall@5", "ndcg@3")
 
 
@@ -38,13 +41,13 @@ def _pct(numerator: float, denominator: int) -> float:
 NM_INTERVAL = "number_match_ci95"
 #: The answer rates with a Wilson interval beside them (`<rate>_ci95`), and the counts each is a share of.
 RATES: dict[str, str] = {"number_match": "generated", "exe_acc": "exe_scored", "em": "em_scored",
-                         "program_acc": "program_scored"}  # fmt: skip
+                         "program_acc": "program_scored", "routing_acc": "routed"}  # fmt: skip
 #: The EM misses a change of scale or sign would mend (t2rag.metrics.tatqa), counted per subset.
 ERROR_COUNTS: dict[str, str] = {"scale": "scale_errors", "sign": "sign_errors", "scale_sign": "scale_sign_errors"}
 #: Counts that add up over subsets rather than average.
 SUMMED = ("non_numeric_references", *ERROR_COUNTS.values())
 #: The count each averaged metric is weighted by over subsets (retrieval metrics: `retrieved`).
-WEIGHTS: dict[str, str] = {**RATES, "f1": "em_scored"}
+WEIGHTS: dict[str, str] = {**RATES, "f1": "em_scored", "routing_ndcg3": "routed"}
 
 
 def interval_key(rate: str) -> str:
@@ -82,10 +85,13 @@ class SubsetTotals:
     em_correct: int = 0
     f1_sum: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # EM misses per kind of ERROR_COUNTS
+    routed: int = 0  # questions a router ranked the subsets for (t2rag.routing)
+    routing_correct: int = 0
+    routing_ndcg_sum: float = 0.0
 
     def successes(self, rate: str) -> int:
         return {"number_match": self.matched, "exe_acc": self.exe_correct, "em": self.em_correct,
-                "program_acc": self.program_correct}[rate]  # fmt: skip
+                "program_acc": self.program_correct, "routing_acc": self.routing_correct}[rate]  # fmt: skip
 
     def entry(self, retrieval_metrics: Sequence[str]) -> dict[str, float | int]:
         out: dict[str, float | int] = {"questions": self.questions}
@@ -109,6 +115,11 @@ class SubsetTotals:
                 out["f1"] = _pct(self.f1_sum, self.em_scored)
                 for kind, key in ERROR_COUNTS.items():
                     out[key] = self.errors.get(kind, 0)
+        if self.routed:
+            out["routed"] = self.routed
+            out["routing_acc"] = _pct(self.routing_correct, self.routed)
+            out[interval_key("routing_acc")] = wilson_interval(self.routing_correct, self.routed)
+            out["routing_ndcg3"] = _pct(self.routing_ndcg_sum, self.routed)
         if self.retrieved is not None:
             out["retrieved"] = self.retrieved
             for metric in retrieval_metrics:
@@ -137,7 +148,7 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
     metrics: list[str] = []
     for entry in per_subset.values():
         metrics += [k for k in entry if k not in metrics and k not in ("questions", "generated", "retrieved")]
-    for key in ("generated", "exe_scored", "program_scored", "em_scored", "retrieved"):
+    for key in ("generated", "exe_scored", "program_scored", "em_scored", "routed", "retrieved"):
         if any(key in e for e in per_subset.values()):
             out[key] = sum(int(e.get(key, 0)) for e in per_subset.values())
     for metric in metrics:
@@ -163,7 +174,7 @@ def drop_empty_groups(scorecard: dict) -> dict:
     drops: list[str] = []
     if all(e.get("generated", 1) == 0 for e in entries):
         drops += ["generated", "exe_scored", "program_scored", "em_scored", "f1", *SUMMED]
-        drops += [key for rate in RATES for key in (rate, interval_key(rate))]
+        drops += [key for rate in RATES if rate != "routing_acc" for key in (rate, interval_key(rate))]
     if all(e.get("retrieved", 1) == 0 for e in entries):
         drops += ["retrieved", *[k for k in scorecard["weighted"] if "@" in k]]
     for e in entries:
@@ -174,7 +185,7 @@ def drop_empty_groups(scorecard: dict) -> dict:
 
 #: The record columns the metrics read.
 METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference", "em", "f1", "em_error", "exe_acc",
-                  "program_acc"]  # fmt: skip
+                  "program_acc", "routing_acc", "routing_ndcg3"]  # fmt: skip
 
 
 def _flags(values: pa.ChunkedArray) -> np.ndarray:
@@ -198,6 +209,7 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
     ranks = table.column("gold_rank").fill_null(0).to_numpy(zero_copy_only=False)
     em_scored = generated & pc.is_valid(table.column("em")).to_numpy(zero_copy_only=False)
     exe_scored = generated & pc.is_valid(table.column("exe_acc")).to_numpy(zero_copy_only=False)
+    routed = pc.is_valid(table.column("routing_acc")).to_numpy(zero_copy_only=False)
     program_scored = generated & pc.is_valid(table.column("program_acc")).to_numpy(zero_copy_only=False)
     errors = table.column("em_error").fill_null("").to_numpy(zero_copy_only=False)
     columns = {
@@ -215,6 +227,9 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
         "em_correct": (em_scored & (_values(table.column("em")) == 1)).astype(np.int64),
         "f1_sum": np.where(em_scored, _values(table.column("f1")), 0.0),
         **{f"error_{kind}": (em_scored & (errors == kind)).astype(np.int64) for kind in ERROR_COUNTS},
+        "routed": routed.astype(np.int64),
+        "routing_correct": (routed & _flags(table.column("routing_acc"))).astype(np.int64),
+        "routing_ndcg_sum": np.where(routed, _values(table.column("routing_ndcg3")), 0.0),
     }
     for metric in retrieval_metrics:
         columns[metric] = np.where(retrieved, per_query(metric, ranks), 0.0)
@@ -224,7 +239,7 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
 def with_answer_columns(records: pa.Table) -> pa.Table:
     """`records` with the answer yardsticks' columns, null where a table lacks them (records read with other
     columns, or a predictions file scored before they existed)."""
-    for name, dtype in ANSWER_SCORE_TYPES.items():
+    for name, dtype in {**ANSWER_SCORE_TYPES, **ROUTING_TYPES}.items():
         if name not in records.column_names:
             records = records.append_column(pa.field(name, dtype), pa.nulls(records.num_rows, dtype))
     return records
@@ -241,7 +256,7 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
     errors = [f"error_{kind}" for kind in ERROR_COUNTS]
     sums = ["generated", "matched", "non_numeric", "retrieved", "exe_scored", "exe_correct", "program_scored",
             "program_correct", "em_scored",
-            "em_correct", "f1_sum",
+            "em_correct", "f1_sum", "routed", "routing_correct", "routing_ndcg_sum",
             *errors, *retrieval_metrics]  # fmt: skip
     grouped = values.group_by(["method", "subset"]).aggregate([("method", "count"), *((c, "sum") for c in sums)])
     totals: dict[str, dict[str, SubsetTotals]] = {}
@@ -261,6 +276,9 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
             em_correct=int(r["em_correct_sum"]),
             f1_sum=float(r["f1_sum_sum"]),
             errors={kind: int(r[f"error_{kind}_sum"]) for kind in ERROR_COUNTS},
+            routed=int(r["routed_sum"]),
+            routing_correct=int(r["routing_correct_sum"]),
+            routing_ndcg_sum=float(r["routing_ndcg_sum_sum"]),
         )
     order = list(dict.fromkeys(records.column("method").to_pylist()))
     return {m: scorecard_from_totals(totals[m], retrieval_metrics) for m in order}

@@ -23,6 +23,10 @@ that fills each is in t2rag.stages):
 | em, f1 | float64 | parse_answers | TAT-QA's Exact Match (0/1) and F1 against `original_answer` (null: none) |
 | em_error | string | parse_answers | scale, sign or scale_sign: what mends an EM miss (t2rag.metrics.tatqa) |
 | exe_acc, program_acc | bool | parse_answers | FinQA's execution and program accuracy (null: no gold program) |
+| corpus | string | route | the corpus a routed method searched: a subset's, several joined by +, or pooled |
+| routed_subsets | list<string> | route | the router's ranking of the loaded subsets (null: not routed) |
+| routing_acc | bool | route | the router's top subset is the question's (null: not routed, or no subset known) |
+| routing_ndcg3 | float64 | route | NDCG@3 of the router's ranking, the question's subset the relevant one |
 | reference | float64 | plan | the reference answer as a number (null when it is not one) |
 """
 
@@ -70,6 +74,10 @@ RECORD_SCHEMA = pa.schema(
         pa.field("em_error", pa.string()),
         pa.field("exe_acc", pa.bool_()),
         pa.field("program_acc", pa.bool_()),
+        pa.field("corpus", pa.string()),
+        pa.field("routed_subsets", pa.list_(pa.string())),
+        pa.field("routing_acc", pa.bool_()),
+        pa.field("routing_ndcg3", pa.float64()),
     ]
 )
 

@@ -2,14 +2,14 @@
 
 Writes, under `RUN_DIR/report/`: table3 (Number Match and MRR@3 per subset and weighted, one row per method),
 retrieval (every retrieval metric), retrieval_ablation (when methods beyond the paper's ran: the components each
-has on, with MRR@3 and Recall@1/3/5 per subset and weighted), answers (Number Match beside TAT-QA's EM and F1 and
-FinQA's execution and program accuracy, with the EM misses of scale and sign), judge (the machine judge's Elo
-ratings, when `t2rag judge` ran), generation (parse rates, prediction sources, tokens and time per method),
-outcomes (why each answer is right or wrong), oracle_gap (each method's gap to the oracle, split into retrieval and
-reading), significance (paired tests between every two methods), table4 (the embedder ablation, when it ran),
-table5 (the corpus-size ablation as numbers: MRR@3 mean and standard deviation per corpus size; Figure 4 is its
-plot), each as .md and .csv, plus the plots, headline.md (what to read first, as `t2rag report` prints it) and
-report.md which gathers them all.
+has on, with MRR@3 and Recall@1/3/5 per subset and weighted), routing (routed methods beside their own-subset and
+pooled search), answers (Number Match beside TAT-QA's EM and F1 and FinQA's execution and program accuracy, with
+the EM misses of scale and sign), judge (the machine judge's Elo ratings, when `t2rag judge` ran), generation
+(parse rates, prediction sources, tokens and time per method), outcomes (why each answer is right or wrong),
+oracle_gap (each method's gap to the oracle, split into retrieval and reading), significance (paired tests between
+every two methods), table4 (the embedder ablation, when it ran), table5 (the corpus-size ablation as numbers: MRR@3
+mean and standard deviation per corpus size; Figure 4 is its plot), each as .md and .csv, plus the plots,
+headline.md (what to read first, as `t2rag report` prints it) and report.md which gathers them all.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from t2rag.errors import InputError
 from t2rag.judge.ratings import ratings_table
 from t2rag.judge.run import RATINGS_FILE
-from t2rag.methods import METHODS, PAPER_METHODS
+from t2rag.methods import METHODS, PAPER_METHODS, ROUTERS
 from t2rag.metrics.retrieval import per_query
 from t2rag.pipeline.manifest import read_json, read_result
 from t2rag.pipeline.planned import plan_table
@@ -232,6 +232,36 @@ def yardstick_table(scorecards: dict[str, dict]) -> tuple[list[str], list[list[o
         for name, entry in [*s["subsets"].items(), ("W. Avg", s["weighted"])]:
             rows.append([method, name, *(entry.get(key) for _, key in YARDSTICK_COLUMNS)])
     return ["method", "subset", *(label for label, _ in YARDSTICK_COLUMNS)], rows
+
+
+def routing_table(scorecards: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
+    """Each retriever that ran routed (METHOD@ROUTER) beside itself searching each subset's own corpus and the
+    pooled corpus unrouted: routing accuracy and NDCG@3, retrieval and answers, over all subsets (weighted)."""
+    header = ["method", "search", "routing acc", "routing acc 95% CI", "routing NDCG@3", "MRR@3", "R@3",
+              "MRR@3 vs own subset", "NM", "answered"]  # fmt: skip
+    rows = []
+    bases = dict.fromkeys(m.partition("@")[0] for m in scorecards if "@" in m)
+    for base in bases:
+        own = scorecards.get(base, {}).get("weighted", {}).get("mrr@3")
+        for router in ("", *ROUTERS):
+            name = f"{base}@{router}" if router else base
+            if name not in scorecards:
+                continue
+            w = scorecards[name]["weighted"]
+            search = "own subset" if not router else "pooled, unrouted" if router == "pooled" else f"{router} router"
+            gain = None if own is None or w.get("mrr@3") is None else round(w["mrr@3"] - own, 2)
+            rows.append([name, search, w.get("routing_acc"), w.get(interval_key("routing_acc")),
+                         w.get("routing_ndcg3"), w.get("mrr@3"), w.get("recall@3"), gain, w.get("number_match"),
+                         w.get("generated")])  # fmt: skip
+    return header, rows
+
+
+ROUTING_NOTE = (
+    "Query routing (mmRAG, section 5): a router ranks the loaded subsets for each question and the method searches "
+    "the top one (`routing.top`); `pooled, unrouted` searches every subset's contexts together. Routing accuracy: "
+    "the top subset is the question's own; NDCG@3: the rank of the question's subset, binary relevance. Over all "
+    "subsets, weighted by questions; the LLM router runs on the generation sample only.\n\n"
+)
 
 
 def yardstick_note(scorecards: dict[str, dict]) -> str:
@@ -455,6 +485,8 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
         emit("retrieval_curves", "MRR@k and Recall@k, all questions", *curves_table(ks, curves))
         image("retrieval_curves_plot", "retrieval_curves.png", plot_rank_curves(curves, ks), "MRR@k and Recall@k")
     emit("retrieval_ablation", "Retrieval ablation: components on (x) and off", *ablation_table(scorecards))
+    emit("routing", "Query routing: each subset's corpus, the pooled corpus, and routed search",
+         *routing_table(scorecards), note=ROUTING_NOTE, note_in_file=True)  # fmt: skip
     emit("answers", "Answers by every yardstick of the family (percent; errors are counts)",
          *yardstick_table(scorecards), note=yardstick_note(scorecards), note_in_file=True)  # fmt: skip
     judged = read_json(run_dir, RATINGS_FILE)

@@ -21,7 +21,7 @@ from t2rag.jsonl import read_objects
 from t2rag.metrics.answers import ANSWER_SCORE_TYPES, answer_scores
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
-from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, scorecards_of
+from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, ROUTING_TYPES, scorecards_of
 from t2rag.results.records import to_records
 from t2rag.storage import filesystem_for
 
@@ -103,8 +103,9 @@ def _from_columns(columns: dict[str, list], origin: str) -> Predictions:
         context_ids = [None if v is None else [str(x) for x in v] for v in context_ids]
     method = columns.get("method")
     records = None
-    if all(k in columns for k in RECORD_COLUMNS):  # the yardsticks beside Number Match, where the records have them
-        records = {k: columns[k] for k in (*RECORD_COLUMNS, *ANSWER_SCORE_TYPES) if k in columns}
+    if all(k in columns for k in RECORD_COLUMNS):  # with the yardsticks and routing, where the records have them
+        carried = (*RECORD_COLUMNS, *ANSWER_SCORE_TYPES, *ROUTING_TYPES)
+        records = {k: columns[k] for k in carried if k in columns}
     return Predictions(
         ids=[str(i) for i in ids],
         prediction=columns.get("prediction"),

@@ -92,16 +92,21 @@ def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
 
 #: The answer metrics: a record's own column holds its per-question value (0/1, or 0..1 for F1).
 ANSWER_METRICS = ("number_match", "em", "f1", "exe_acc", "program_acc")
-BINARY_ANSWER_METRICS = ("number_match", "em", "exe_acc", "program_acc")
+#: The routing metrics: a routed record's own column (t2rag.stages.route).
+ROUTING_METRICS = ("routing_acc", "routing_ndcg3")
+BINARY_COLUMN_METRICS = ("number_match", "em", "exe_acc", "program_acc", "routing_acc")
 
 
 def _values(records: pa.Table, method: str, metric: str) -> dict[tuple[str, str], float]:
     """{(subset, id): per-question value in percent} of the method's records scored on the metric."""
     part = records.filter(pc.equal(records.column("method"), method))
-    if metric in ANSWER_METRICS:
+    if metric in (*ANSWER_METRICS, *ROUTING_METRICS):
         if metric not in part.column_names:
             return {}
-        part = part.filter(pc.and_(pc.is_valid(part.column(metric)), pc.is_valid(part.column("number_match"))))
+        scored = pc.is_valid(part.column(metric))
+        if metric in ANSWER_METRICS:
+            scored = pc.and_(scored, pc.is_valid(part.column("number_match")))
+        part = part.filter(scored)
         values = part.column(metric).to_numpy(zero_copy_only=False).astype(float)
     else:
         part = part.filter(pc.is_valid(part.column("gold_rank")))
@@ -111,7 +116,9 @@ def _values(records: pa.Table, method: str, metric: str) -> dict[tuple[str, str]
 
 
 def is_binary(metric: str) -> bool:
-    return metric in BINARY_ANSWER_METRICS or (metric not in ANSWER_METRICS and parse_metric(metric)[0] == "recall")
+    if metric in (*ANSWER_METRICS, *ROUTING_METRICS):
+        return metric in BINARY_COLUMN_METRICS
+    return parse_metric(metric)[0] == "recall"
 
 
 def compare(

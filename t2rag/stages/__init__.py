@@ -22,13 +22,16 @@ from t2rag.stages.grade import CorrectiveRetrieve, GradeContexts, GradePrompts
 from t2rag.stages.hyde import HydePrompts, HydeQuery
 from t2rag.stages.rerank import Rerank
 from t2rag.stages.retrieve import Retrieve
+from t2rag.stages.route import Route, RoutePrompts
 
 #: Every stage, in the order a row meets them (Ray places the stages of several methods' chains in this order).
 STAGES: dict[str, type[Stage]] = {
     cls.name: cls
     for cls in (
+        RoutePrompts,
         HydePrompts,
         Generate,
+        Route,
         HydeQuery,
         TokenizeQueries,
         EmbedQueries,

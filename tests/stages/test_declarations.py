@@ -19,6 +19,7 @@ from t2rag.results import records
 from t2rag.results.records import RECORD_SCHEMA
 from t2rag.stages import STAGES, Stage, built
 from t2rag.stages.base import CORPUS_COLUMNS
+from t2rag.stages.route import ROUTE_TYPES
 from tests.scripted_server import scripted_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +35,7 @@ POOLS = {
     "embed_queries": "embed", "retrieve": "retrieve", "rerank": "rerank", "read_contexts": "light",
     "grade_prompts": "light", "grade_contexts": "light", "corrective_retrieve": "retrieve",
     "answer_prompts": "light", "parse_answers": "light", "tokenize_passages": "tokenize", "embed_passages": "embed",
+    "route_prompts": "light", "route": "embed",
 }  # fmt: skip
 
 
@@ -128,8 +130,8 @@ def test_each_stage_adds_what_it_declares_on_every_chain(tiny_data, minilm_reran
     config = load_config(
         None,
         {
-            "data": {"source": tiny_data, "subsets": ["FinQA"]},
-            "methods": ["pretrained_only", "oracle", "bm25", "reranker", "hyde", "crag"],
+            "data": {"source": tiny_data},
+            "methods": ["pretrained_only", "oracle", "bm25", "reranker", "hyde", "crag", "bm25@semantic", "bm25@llm"],
             "generator": scripted,
             "retrieval": {"reranker": minilm_reranker},
             "prompts": {"max_context_chars": 300, "hyde_max_tokens": 24},
@@ -144,6 +146,7 @@ def test_each_stage_adds_what_it_declares_on_every_chain(tiny_data, minilm_reran
         if "parse_answers" in group.stages:  # an answered row has every record column its chain can fill
             unfilled = set() if "retrieve" in group.stages else {"context_ids", "scores", "gold_rank"}
             unfilled |= set() if "grade_contexts" in group.stages else {"reader_ids", "relevant"}
+            unfilled |= set() if "route" in group.stages else set(ROUTE_TYPES)
             assert set(RECORD_SCHEMA.names) - set(rows.column_names) == unfilled, group.stages
         chains.add(group.stages)
     every = {name for chain in chains for name in chain}
