@@ -50,7 +50,7 @@ from serve.settings import ServeSettings, default_corpus
 from t2rag.config import RunConfig
 from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.requests import request_row
-from t2rag.methods import METHODS, Method
+from t2rag.methods import Method, get_method, is_method
 from t2rag.resources import Resources
 
 api = FastAPI(
@@ -86,7 +86,7 @@ class RAGIngress:
         self.settings = settings
         self.resources = Resources(config)
         self.answering = Answering(self.resources)
-        self.methods = {name: METHODS[name] for name in methods}
+        self.methods = {name: get_method(name) for name in methods}
         self.generator = generator
         self.created = int(time.time())
         self.app_name = serve.get_replica_context().app_name
@@ -141,7 +141,8 @@ class RAGIngress:
         response.headers["Server-Timing"] = server_timing(
             {**ranking.seconds, "total": time.monotonic() - deadline.started}
         )
-        return RetrieveResponse(method=method.name, corpus=corpus, contexts=[Context(**c) for c in ranking.contexts])
+        searched = ranking.corpus or corpus  # a routed method's: the subset its router chose
+        return RetrieveResponse(method=method.name, corpus=searched, contexts=[Context(**c) for c in ranking.contexts])
 
     @api.post("/answer", response_model=AnswerResponse, responses=GENERATION_ERRORS, summary="Retrieve and answer")
     async def answer(
@@ -225,7 +226,7 @@ class RAGIngress:
     def _method(self, name: str, retrieving: bool) -> Method:
         method = self.methods.get(name)
         if method is None:
-            known = "known but not served here" if name in METHODS else "unknown"
+            known = "known but not served here" if is_method(name) else "unknown"
             raise BadRequest(f"method '{name}' is {known} (served: {', '.join(self._names(retrieving))})")
         if retrieving and not method.retrieves:
             raise BadRequest(
@@ -281,7 +282,7 @@ class RAGIngress:
         gold = self.answering.gold_context(context_id, corpus) if method.reader == "gold" else None
         if method.retrieves:
             ranking = await self.lanes.rank(method, corpus, question, k, deadline, texts=False)
-            ranked, seconds = ranking.contexts, ranking.seconds
+            ranked, seconds, corpus = ranking.contexts, ranking.seconds, ranking.corpus or corpus
         return self.answering.prompt(method, corpus, question, k, ranked, gold, seconds, started)
 
     async def _generate(self, request: dict[str, str], deadline: Deadline) -> dict[str, Any]:

@@ -65,6 +65,7 @@ class Ranking:
 
     contexts: list[dict[str, Any]]
     seconds: dict[str, float]
+    corpus: str | None = None  # the corpus searched, where a router chose it (METHOD@ROUTER)
 
 
 class RetrievalService:
@@ -129,13 +130,16 @@ class RetrievalService:
             seconds[name] = seconds.get(name, 0.0) + took
 
         batch = run_chain(self.chains[chain], batch, timed)
-        rows = zip(batch.column("context_ids").to_pylist(), batch.column("scores").to_pylist(), queries, strict=True)
+        searched = batch.column("corpus").to_pylist()  # a routed method's: the corpus its router chose
+        rows = zip(batch.column("context_ids").to_pylist(), batch.column("scores").to_pylist(), searched, queries,
+                   strict=True)  # fmt: skip
         return [
             Ranking(
-                top_contexts(ids, scores, self.resources.index_corpus(self.methods[q.method], q.corpus), q.k, q.texts),
+                top_contexts(ids, scores, self.resources.index_corpus(self.methods[q.method], corpus), q.k, q.texts),
                 {"queue": started - q.queued, **seconds},
+                corpus,
             )
-            for ids, scores, q in rows
+            for ids, scores, corpus, q in rows
         ]
 
 

@@ -16,7 +16,7 @@ from serve.guard import GuardSettings
 from t2rag.config import RunConfig, load_config
 from t2rag.data import POOLED
 from t2rag.errors import ConfigError
-from t2rag.methods import METHODS, Method
+from t2rag.methods import Method, get_method
 
 log = logging.getLogger(__name__)
 
@@ -167,9 +167,10 @@ class ServeSettings(BaseModel):
         names = list(self.methods) if explicit else implied
         served: list[Method] = []
         for name in dict.fromkeys(names):
-            if name not in METHODS:
-                raise ConfigError(f"serve args: unknown method '{name}' (choose from {', '.join(METHODS)})")
-            method = METHODS[name]
+            try:
+                method = get_method(name)
+            except ValueError as exc:
+                raise ConfigError(f"serve args: {exc}") from None
             reason = offline_reason(method, config)
             if reason is None:
                 served.append(method)
@@ -184,6 +185,10 @@ class ServeSettings(BaseModel):
 
 def offline_reason(method: Method, config: RunConfig) -> str | None:
     """Why a method cannot be served online, or None when it can."""
+    if method.router == "oracle":
+        return "the oracle router needs each question's subset, which a served question has not"
+    if method.router == "llm":
+        return "the LLM router generates before it retrieves, a batch-job step (serve @semantic or @pooled)"
     if method.retrieval_needs_generator:
         return "it needs generated summaries or HyDE documents, which are batch-job steps"
     if not method.retrieves and config.generator is None:

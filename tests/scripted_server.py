@@ -9,7 +9,8 @@ without it once in four, so reading the gold matters as it does for a real model
 it asks for `{"relevant": [...]}`) is answered by a hash of the prompt too: every excerpt, the first one, or none (so
 some rows are ranked again by the method's fallback). A judging prompt (t2rag judge's) prefers the answer whose
 value is the reference's (a tie when both or neither are), except that one reply in eight always names answer 1 (a
-judge's position bias) and one in eight names neither (an unparsed verdict).
+judge's position bias) and one in eight names neither (an unparsed verdict). A routing prompt (the LLM router's) is
+answered, by its hash, with the listed collections in their order, in reverse, one named in prose, or nothing of use.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ QUESTION = re.compile(r"Question: (.*?)\n\nAnswer with the JSON object only\.", 
 WITH_GOLD = ("right", "right", "right", "wrong", "none", "broken", "right", "right")
 WITHOUT_GOLD = ("right", "wrong", "none", "broken")
 GRADE_ASKED = '{"relevant": [...]}'
+ROUTE_ASKED = "You route a question"
+COLLECTION = re.compile(r"^- ([\w-]+): ", re.M)
 JUDGE_QUESTION = re.compile(r"^Question: (.*?)\n\nReference answer:", re.M | re.S)
 JUDGE_ASKED = "Which answer is more accurate with respect to the reference answer?"
 JUDGED = re.compile(r"Reference answer: (.*?)\n\nAnswer 1:\nValue: (\S+).*?\n\nAnswer 2:\nValue: (\S+)", re.S)
@@ -66,8 +69,23 @@ def scripted_verdict(prompt: str, reference: float | None) -> str:
     return json.dumps({"reasoning": f"scripted: answer 1 right {first}, answer 2 right {second}", "better": better})
 
 
+def scripted_route(prompt: str) -> str:
+    """An LLM router's reply to a routing prompt (see the module's docstring)."""
+    names = COLLECTION.findall(prompt)
+    kind = _digest(prompt) % 4
+    if kind == 0:
+        return json.dumps({"ranking": names})
+    if kind == 1:
+        return json.dumps({"ranking": names[::-1]})
+    if kind == 2:
+        return f"The question is most likely about {names[-1]}."
+    return "I do not know."
+
+
 def scripted_answer(prompt: str, reference: float | None, gold_start: str) -> str:
     """The JSON answer to one prompt (see the module's docstring)."""
+    if ROUTE_ASKED in prompt:
+        return scripted_route(prompt)
     if GRADE_ASKED in prompt:
         return scripted_grade(prompt)
     if JUDGE_ASKED in prompt:

@@ -1,0 +1,63 @@
+"""Routers' rankings and their scores, against values worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from t2rag.routing.rankings import llm_ranking, oracle_ranking, routing_scores, searched_corpus, semantic_rankings
+
+LOADED = ["FinQA", "ConvFinQA", "TAT-DQA"]
+
+
+@pytest.mark.parametrize(
+    ("ranking", "subset", "accuracy", "ndcg"),
+    [
+        (["TAT-DQA", "FinQA"], "TAT-DQA", True, 1.0),
+        (["FinQA", "TAT-DQA"], "TAT-DQA", False, 1 / math.log2(3)),  # rank 2: 0.6309
+        (["FinQA", "ConvFinQA", "TAT-DQA"], "TAT-DQA", False, 0.5),  # rank 3: 1 / log2(4)
+        (["A", "B", "C", "TAT-DQA"], "TAT-DQA", False, 0.0),  # beyond the cut-off of 3
+        (["FinQA"], "TAT-DQA", False, 0.0),
+    ],
+)
+def test_routing_accuracy_and_ndcg_at_3(ranking, subset, accuracy, ndcg):
+    assert routing_scores(ranking, subset) == (accuracy, pytest.approx(ndcg))
+
+
+def test_the_oracle_puts_the_questions_subset_first():
+    assert oracle_ranking("TAT-DQA", LOADED) == ["TAT-DQA", "FinQA", "ConvFinQA"]
+
+
+def test_the_semantic_router_ranks_by_cosine_similarity():
+    descriptions = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    questions = np.array([[3.0, 0.1], [0.2, 2.0], [1.0, 0.9]])
+    # cosines: q1 (0.9994, 0.0333, 0.7306); q2 (0.0995, 0.9950, 0.7740); q3 (0.7433, 0.6690, 0.9986)
+    assert semantic_rankings(questions, descriptions, LOADED) == [
+        ["FinQA", "TAT-DQA", "ConvFinQA"],
+        ["ConvFinQA", "TAT-DQA", "FinQA"],
+        ["TAT-DQA", "FinQA", "ConvFinQA"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reply", "ranking", "named"),
+    [
+        ('{"ranking": ["TAT-DQA", "FinQA", "ConvFinQA"]}', ["TAT-DQA", "FinQA", "ConvFinQA"], True),
+        ('{"ranking": ["tat-dqa"]}', ["TAT-DQA", "FinQA", "ConvFinQA"], True),  # the rest after it, in load order
+        ('{"Ranking": ["nothing", "ConvFinQA"]}', ["ConvFinQA", "FinQA", "TAT-DQA"], True),
+        ("Most likely TAT-DQA, then FinQA.", ["TAT-DQA", "FinQA", "ConvFinQA"], True),  # names in prose
+        ("I do not know.", LOADED, False),
+        (None, LOADED, False),
+    ],
+)
+def test_the_llm_routers_reply_is_read(reply, ranking, named):
+    assert llm_ranking(reply, LOADED) == (ranking, named)
+
+
+def test_the_searched_corpus_is_the_top_subset_their_union_or_everything():
+    assert searched_corpus(["TAT-DQA", "FinQA", "ConvFinQA"], 1, LOADED) == "TAT-DQA"
+    assert searched_corpus(["TAT-DQA", "FinQA", "ConvFinQA"], 2, LOADED) == "FinQA+TAT-DQA"
+    assert searched_corpus(["TAT-DQA", "FinQA", "ConvFinQA"], 3, LOADED) == "pooled"
+    assert searched_corpus(["TAT-DQA", "FinQA"], 2, ["FinQA", "TAT-DQA"]) == "pooled"
