@@ -59,17 +59,18 @@ def _keys(bucket: str, prefix: str) -> list[str]:
 
 
 def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data, minilm_reranker, caplog):
-    """Every retriever and the generating paths (gold context, retrieved context, HyDE, crag's grades and its
-    corrective retrieval) through ray_jobs.evaluate, with data, indexes, records and the report on S3, against the
-    single-process runner. What it tests is where each stage runs and what it stores, not a model's answers, so the
-    scripted OpenAI-compatible server answers (tests/scripted_server.py: it grades some rows' excerpts all
-    irrelevant, so crag's corrective retrieval runs; SmolLM2 answers on Ray in this module's other tests), and the
-    dense retrievers embed with the hashing embedder (`HASHING`)."""
+    """Every retriever, two routers, and the generating paths (gold context, retrieved context, HyDE, crag's grades and
+    its corrective retrieval, the LLM router) through ray_jobs.evaluate, with data, indexes, records and the report on
+    S3, against the single-process runner. What it tests is where each stage runs and what it stores, not a model's
+    answers, so the scripted OpenAI-compatible server answers (tests/scripted_server.py: it grades some rows'
+    excerpts all irrelevant, so crag's corrective retrieval runs; SmolLM2 answers on Ray in this module's other
+    tests), and the dense retrievers embed with the hashing embedder (`HASHING`)."""
     data_uri = upload_dir(Path(tiny_data), s3_bucket, "t2ragbench")
-    methods = ["oracle", "bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker", "hyde", "crag"]
+    methods = ["oracle", "bm25", "base", "hybrid_bm25", "hybrid_rrf", "reranker", "hyde", "crag", "bm25@semantic",
+               "bm25@llm"]  # fmt: skip
     fields = {
         "methods": methods,
-        "retrieval_only_methods": ["base", "hybrid_bm25", "hybrid_rrf", "reranker"],
+        "retrieval_only_methods": ["base", "hybrid_bm25", "hybrid_rrf", "reranker", "bm25@semantic"],
         "prompts": {"max_context_chars": 500},
         "limit": 2,
         "retrieval": {
@@ -87,7 +88,8 @@ def test_evaluation_on_s3_equals_single_process(ray_local, s3_bucket, tiny_data,
     assert distributed["methods"] == local["methods"]  # the same JSON result, number for number
     ray_rows = _records(ray_out)
     assert ray_rows == _records(local_out)  # identical rankings, prompts and predictions per question
-    assert len(ray_rows) == 5 * 33 + 3 * 4  # retrieval for every question; oracle, HyDE and crag for the sample
+    # Retrieval for every question (the semantic router's too); oracle, HyDE, crag and the LLM router for the sample.
+    assert len(ray_rows) == 6 * 33 + 4 * 4
     graded = read_records(local_out).filter(pc.equal(pc.field("method"), "crag")).column("relevant").to_pylist()
     assert 0 in graded and any(n > 0 for n in graded)  # some rows ranked again by the fallback, some not
 

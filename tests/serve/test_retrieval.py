@@ -91,3 +91,28 @@ def test_texts_only_when_asked_and_failures_stay_with_their_query(service, quest
     assert isinstance(late, DeadlineExceeded) and "deadline passed" in str(late)
     assert isinstance(unknown, InputError) and "unknown corpus 'TAT-DQA'" in str(unknown)
     assert len(dense.contexts) == 1
+
+
+def test_a_served_router_searches_the_subset_it_ranks_first(tmp_path):
+    """Over two loaded subsets, `bm25@semantic` routes each served question (no subset known) to one subset's
+    corpus and ranks as bm25 does there; the oracle and LLM routers are not served, each with its reason."""
+    from serve.settings import offline_reason
+    from t2rag.config import load_config
+    from t2rag.resources import Resources
+    from tests.conftest import HASHING, real_table, write_layout
+
+    root = write_layout(tmp_path / "data", {s: real_table(s).slice(0, 60) for s in ("FinQA", "TAT-DQA")})
+    retrieval = {"index_uri": str(tmp_path / "index"), **HASHING}
+    config = load_config(None, {"data": {"source": str(root)}, "generator": None, "retrieval": retrieval})
+    service = RetrievalService(Resources(config), [get_method("bm25"), get_method("bm25@semantic")])
+    service.build()
+    questions = service.resources.questions.scored().column("question").to_pylist()[::20]
+    routed = service.rank([Query(q, "bm25@semantic", "pooled", 3, False, math.inf) for q in questions])
+    for question, ranking in zip(questions, routed, strict=True):
+        assert ranking.corpus in ("FinQA", "TAT-DQA")
+        assert {c["subset"] for c in ranking.contexts} == {ranking.corpus}
+        (own,) = service.rank([Query(question, "bm25", ranking.corpus, 3, False, math.inf)])
+        assert [c["context_id"] for c in ranking.contexts] == [c["context_id"] for c in own.contexts]
+    assert "subset" in offline_reason(get_method("bm25@oracle"), config)
+    assert "batch-job step" in offline_reason(get_method("bm25@llm"), config)
+    assert offline_reason(get_method("bm25@semantic"), config) is None
