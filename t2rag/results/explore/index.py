@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.data import load_questions
+from t2rag.judge.run import read_verdicts
 from t2rag.pipeline.manifest import read_json, read_result
 from t2rag.pipeline.planned import plan_table
 from t2rag.results.findings import attributed, differences, gap_table, headline_rows, number_match_plot, outcome_table
@@ -28,7 +29,8 @@ from t2rag.results.report import ordered_methods, rank_curves
 LIGHT = ["id", "subset", "method", "gold_rank", "number_match", "reference", "prediction", "formula", "formula_ok",
          "outcome"]  # fmt: skip
 HEAVY = ["context_ids", "scores", "raw_output", "formula", "prediction_source", "prediction", "generation_error",
-         "gold_rank", "number_match", "em", "f1", "em_error", "exe_acc"]  # fmt: skip
+         "gold_rank", "number_match", "em", "f1", "em_error", "exe_acc", "corpus", "routed_subsets",
+         "routing_acc"]  # fmt: skip
 SHOWN_CONTEXTS = 10
 
 
@@ -46,6 +48,8 @@ class RunIndex:
     methods: list[str]
     overview: dict = field(default_factory=dict)
     plots: dict[str, bytes] = field(default_factory=dict)
+    #: (method, subset, id) -> the judge's verdicts of that answer against the baseline's (`t2rag judge`)
+    verdicts: dict[tuple[str, str, str], list[dict]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         keys = zip(self.questions.column("subset").to_pylist(), self.questions.column("id").to_pylist(), strict=True)
@@ -116,6 +120,10 @@ class RunIndex:
                 "f1": _finite(heavy["f1"]),
                 "em_error": heavy["em_error"],
                 "exe_acc": heavy["exe_acc"],
+                "corpus": heavy["corpus"],
+                "routed_subsets": heavy["routed_subsets"],
+                "routing_acc": heavy["routing_acc"],
+                "verdicts": self.verdicts.get((self.method[i], subset, qid), []),
                 "prediction": _finite(heavy["prediction"]),
                 "prediction_source": heavy["prediction_source"],
                 "formula": heavy["formula"],
@@ -174,6 +182,10 @@ def load_run(run_dir: str, data: str | None = None) -> RunIndex:
         methods=ordered_methods(list(dict.fromkeys(records.column("method").to_pylist()))),
     )
     index.overview, index.plots = _overview(records, index.methods, manifest)
+    for v in read_verdicts(run_dir).to_pylist():
+        index.verdicts.setdefault((v["method"], v["subset"], v["id"]), []).append(
+            {k: v[k] for k in ("judge", "baseline", "order", "winner", "reasoning")}
+        )
     plan_header, plan_rows = plan_table((read_result(run_dir) or {}).get("plan_vs_run"))
     index.overview["plan"] = {"header": plan_header, "rows": plan_rows}
     return index

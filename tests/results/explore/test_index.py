@@ -50,6 +50,8 @@ def test_one_question_shows_every_methods_answer_as_recorded(index, scripted_run
         row = mine[a["method"]]
         assert (a["outcome"], a["prediction"], a["formula"], a["raw_output"]) == (
             row["outcome"], row["prediction"], row["formula"], row["raw_output"])  # fmt: skip
+        assert (a["exe_acc"], a["f1"], a["em_error"]) == (row["exe_acc"], row["f1"], row["em_error"])
+        assert a["em"] == (None if row["em"] is None else row["em"] == 1)
         if row["context_ids"] is not None:
             assert [c["context_id"] for c in a["contexts"]] == row["context_ids"][:10]
             assert [c["gold"] for c in a["contexts"]].count(True) == (1 <= row["gold_rank"] <= 10)

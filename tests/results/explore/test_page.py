@@ -104,6 +104,8 @@ def test_filter_by_outcome_open_a_question_and_read_it(explorer, scripted_run, t
         assert card.locator(".outcome").inner_text() == "gold_not_read"
         assert card.locator(".prediction").inner_text() == _fmt(first["prediction"])
         assert card.locator(".formula").inner_text() == (first["formula"] or "–")
+        yardsticks = card.locator(".yardsticks").inner_text()  # the family's yardsticks beside Number Match
+        assert f"exe_acc {'yes' if first['exe_acc'] else 'no'}" in yardsticks and "EM " in yardsticks
         shown = card.locator(".ctx").all_inner_texts()
         assert [line.split(". ", 1)[1].split(" ", 1)[0] for line in shown] == first["context_ids"][:10]
         assert all(question["context_id"] not in line for line in shown[:3])  # not read: not in the top 3
