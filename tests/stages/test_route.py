@@ -120,3 +120,21 @@ def test_an_unknown_router_is_refused_naming_the_routers():
         load_config(None, {"methods": ["bm25@magic"]})
     with pytest.raises(Exception, match="'oracle' does not retrieve"):
         load_config(None, {"methods": ["oracle@semantic"]})
+
+
+def test_the_report_sets_routed_search_beside_the_own_subset_and_pooled_search(routed_run):
+    import csv
+    from pathlib import Path
+
+    from t2rag.results.report import write_report
+    from t2rag.results.significance import compare
+
+    table = Path(write_report(routed_run)["routing"]).with_suffix(".csv")
+    rows = {r["method"]: r for r in csv.DictReader(table.open())}
+    assert [rows[m]["search"] for m in ("bm25", "bm25@pooled", "bm25@oracle", "bm25@semantic", "bm25@llm")] == [
+        "own subset", "pooled, unrouted", "oracle router", "semantic router", "llm router"]  # fmt: skip
+    records = read_records(routed_run)
+    for method in ("bm25@pooled", "bm25@llm"):  # paired over the questions both ranked (llm: the sample only)
+        (weighted,) = [d for d in compare(records, method, records, "bm25", ["mrr@3"]) if d.subset == "weighted"]
+        assert float(rows[method]["MRR@3 vs own subset (same questions)"]) == round(weighted.diff, 2)
+    assert float(rows["bm25@oracle"]["routing acc"]) == 100.0
