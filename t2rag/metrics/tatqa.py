@@ -37,7 +37,7 @@ import math
 import re
 import string
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -50,6 +50,7 @@ ERROR_KINDS = ("scale", "sign", "scale_sign")
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
 _CENT = Decimal("0.01")
+_DIGITS = 700
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,17 @@ def gold_spans(original_answer: str) -> list[str]:
 
 
 def _rounded(value: Decimal, power: int) -> Decimal:
-    """A number written as `value` at scale 10**power: rounded to 2 decimals as written, then scaled."""
-    return value.quantize(_CENT).scaleb(power).normalize()
+    """A number written as `value` at scale 10**power: rounded to 2 decimals as written, then scaled. The context
+    holds every digit of the largest float (about 1e308) to the cent, which the default 28 digits do not."""
+    with localcontext() as context:
+        context.prec = _DIGITS
+        return value.quantize(_CENT).scaleb(power).normalize()
 
 
 def _number_key(value: Decimal) -> str:
-    return format(value.normalize() + 0, "f")  # `+ 0` turns -0 into 0
+    with localcontext() as context:
+        context.prec = _DIGITS
+        return format(value.normalize() + 0, "f")  # `+ 0` turns -0 into 0
 
 
 def _is_float(token: str) -> bool:
@@ -118,11 +124,11 @@ def _gold_span(span: str) -> _Span:
     return _Span(_number_key(number), number, power)
 
 
-def _predicted_number(prediction: float, gold_power: int) -> Decimal | None:
-    """The prediction as TAT-QA compares it: rounded to 2 decimals in its own unit (a fraction against a gold
-    percentage, t2rag's answer convention, so in percent points there)."""
+def _predicted_number(prediction: float, gold_power: int, shift: int = 0) -> Decimal | None:
+    """The prediction (times 10**shift) as TAT-QA compares it: rounded to 2 decimals in its own unit (a fraction
+    against a gold percentage, t2rag's answer convention, so in percent points there)."""
     try:
-        value = Decimal(repr(float(prediction)))
+        value = Decimal(repr(float(prediction))).scaleb(shift)
     except (InvalidOperation, ValueError):
         return None
     if not value.is_finite():
@@ -158,10 +164,10 @@ def _error_kind(prediction: float, gold: _Span) -> str | None:
         candidate = sign * prediction
         if (candidate > 0) != (gold.number > 0):
             continue
-        shift = round(math.log10(abs(float(gold.number)) / abs(candidate)))
+        shift = round(float(abs(gold.number).log10()) - math.log10(abs(candidate)))
         if kind == "sign" and _predicted_number(candidate, gold.power) == gold.number:
             return "sign"
-        if shift and _predicted_number(candidate * 10.0**shift, gold.power) == gold.number:
+        if shift and _predicted_number(candidate, gold.power, shift) == gold.number:
             return "scale_sign" if kind == "sign" else "scale"
     return None
 

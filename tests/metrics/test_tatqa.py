@@ -81,3 +81,11 @@ def test_every_real_tatdqa_answer_scores_its_own_value_right():
         assert tatqa_score(float(value.scaleb(power)), None, original).em == 1, original
         checked += 1
     assert checked > 1000
+
+
+@pytest.mark.parametrize("prediction", [1e30, -1e300, 1.7e308, 1e-300, 5e-324, 123456789012345678901234567890.0])
+def test_any_finite_prediction_is_scored_without_raising(prediction):
+    for original in ("['$533 million']", "-78.06", "['December 2021']", "['1e300']"):
+        score = tatqa_score(prediction, None, original)
+        assert score.em in (0.0, 1.0) and 0.0 <= score.f1 <= 1.0
+    assert tatqa_score(prediction, None, repr(prediction)).em == 1.0  # a huge gold is still itself
