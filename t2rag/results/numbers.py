@@ -39,9 +39,11 @@ def _pct(numerator: float, denominator: int) -> float:
 
 #: The interval reported beside every Number Match: 95% Wilson score interval, in percent.
 NM_INTERVAL = "number_match_ci95"
-#: The answer rates with a Wilson interval beside them (`<rate>_ci95`), and the counts each is a share of.
-RATES: dict[str, str] = {"number_match": "generated", "exe_acc": "exe_scored", "em": "em_scored",
-                         "program_acc": "program_scored", "routing_acc": "routed"}  # fmt: skip
+#: The rates with a Wilson interval beside them (`<rate>_ci95`), and the count each is a share of: the answers'
+#: and the router's.
+ANSWER_RATES: dict[str, str] = {"number_match": "generated", "exe_acc": "exe_scored", "em": "em_scored",
+                                "program_acc": "program_scored"}  # fmt: skip
+RATES: dict[str, str] = {**ANSWER_RATES, "routing_acc": "routed"}
 #: The EM misses a change of scale or sign would mend (t2rag.metrics.tatqa), counted per subset.
 ERROR_COUNTS: dict[str, str] = {"scale": "scale_errors", "sign": "sign_errors", "scale_sign": "scale_sign_errors"}
 #: Counts that add up over subsets rather than average.
@@ -133,12 +135,11 @@ def scorecard_from_totals(
     """A scorecard, `{"subsets": {name: {...}}, "weighted": {...}}`, from per-subset totals."""
     per_subset = {name: totals[name].entry(retrieval_metrics) for name in ordered_subsets(list(totals))}
     weighted = weighted_average(per_subset)
-    generated = [t for t in totals.values() if t.generated is not None]
     for rate, trials in RATES.items():
         if rate in weighted:
-            weighted[interval_key(rate)] = wilson_interval(
-                sum(t.successes(rate) for t in generated), sum(int(getattr(t, trials) or 0) for t in generated)
-            )
+            successes = sum(t.successes(rate) for t in totals.values())
+            trials_in_all = sum(getattr(t, trials) or 0 for t in totals.values())
+            weighted[interval_key(rate)] = wilson_interval(successes, trials_in_all)
     return drop_empty_groups({"subsets": per_subset, "weighted": weighted})
 
 
@@ -174,7 +175,7 @@ def drop_empty_groups(scorecard: dict) -> dict:
     drops: list[str] = []
     if all(e.get("generated", 1) == 0 for e in entries):
         drops += ["generated", "exe_scored", "program_scored", "em_scored", "f1", *SUMMED]
-        drops += [key for rate in RATES if rate != "routing_acc" for key in (rate, interval_key(rate))]
+        drops += [key for rate in ANSWER_RATES for key in (rate, interval_key(rate))]
     if all(e.get("retrieved", 1) == 0 for e in entries):
         drops += ["retrieved", *[k for k in scorecard["weighted"] if "@" in k]]
     for e in entries:
