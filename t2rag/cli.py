@@ -258,9 +258,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         print_json(result)
         return 0
     orders = "both orders" if result["both_orders"] else "one order"
-    print(f"\n{result['judge']} ({result['judge_model']}) judged {result['asked']} pairs against "
-          f"{result['baseline']} ({orders}); Elo with the baseline fixed at 1000, 95% intervals from resampling "
-          "questions:\n")  # fmt: skip
+    print(f"\n{result['judge']} ({result['judge_model']}) gave {result['asked']} verdicts against {result['baseline']} "
+          f"({orders}); Elo with the baseline fixed at 1000, 95% intervals from resampling questions:\n")  # fmt: skip
     print(markdown_table(*ratings_table(result)))
     if result["failed"]:
         print(f"\n{result['failed']} judge generations failed; rerun the same command to ask them again")

@@ -97,7 +97,8 @@ def number_match_preference(method_right: bool, baseline_right: bool) -> str:
 def ratings(verdicts: pa.Table, k: float, rounds: int, seed: int) -> dict:
     """Per judged method: its rating overall and per subset, unparsed verdicts, and agreement with Number Match.
     `verdicts` has `method`, `subset`, `id`, `order`, `winner` (method, baseline, tie or null when unparsed),
-    `nm_method` and `nm_baseline`."""
+    `nm_method` and `nm_baseline` (and `choice`, the position it named: a judge that names one position whatever
+    the answers has a `first_position_share` near 0 or 100)."""
     rows = sorted(verdicts.to_pylist(), key=lambda r: (r["method"], r["subset"], r["id"], r["order"]))
     out: dict = {}
     for method in dict.fromkeys(r["method"] for r in rows):
@@ -112,10 +113,13 @@ def ratings(verdicts: pa.Table, k: float, rounds: int, seed: int) -> dict:
         judged = [r["winner"] for r in both]
         matched = [number_match_preference(r["nm_method"], r["nm_baseline"]) for r in both]
         kappa = cohen_kappa(judged, matched)
+        decided = [r for r in parsed if r["winner"] != "tie"]
+        first = sum(r.get("choice") == "1" for r in decided)
         out[method] = {
             **rate(games, k, rounds, seed).as_dict(),
             "verdicts": len(mine),
             "unparsed": len(mine) - len(parsed),
+            "first_position_share": round(100 * first / len(decided), 2) if decided else None,
             "subsets": subsets,
             "number_match_agreement": {
                 "verdicts": len(both),
@@ -132,14 +136,14 @@ def ratings_table(result: dict) -> tuple[list[str], list[list[object]]]:
     """The ratings as rows: per judged method, overall and per subset, with games, outcomes and unparsed verdicts,
     and its agreement with Number Match (overall rows)."""
     header = ["method", "subset", "Elo", "95% CI", "games", "wins", "ties", "losses", "unparsed", "NM agreement %",
-              "Cohen's kappa"]  # fmt: skip
+              "Cohen's kappa", "answer 1 chosen %"]  # fmt: skip
     rows: list[list[object]] = [[result["baseline"] + " (baseline)", "all", result["baseline_rating"], None, None,
-                                 None, None, None, None, None, None]]  # fmt: skip
+                                 None, None, None, None, None, None, None]]  # fmt: skip
     for method, r in result["methods"].items():
         agreement = r["number_match_agreement"]
         rows.append([method, "all", r["rating"], r["ci95"], r["games"], r["wins"], r["ties"], r["losses"],
-                     r["unparsed"], agreement["agree"], agreement["kappa"]])  # fmt: skip
+                     r["unparsed"], agreement["agree"], agreement["kappa"], r["first_position_share"]])  # fmt: skip
         for subset, s in r["subsets"].items():
             rows.append([method, subset, s["rating"], s["ci95"], s["games"], s["wins"], s["ties"], s["losses"],
-                         None, None, None])  # fmt: skip
+                         None, None, None, None])  # fmt: skip
     return header, rows

@@ -52,6 +52,8 @@ def test_a_judge_server_rates_a_method_against_the_baseline_and_resumes(scripted
     agree = sum(r["winner"] == number_match_preference(r["nm_method"], r["nm_baseline"]) for r in parsed)
     assert bm25["number_match_agreement"]["agree"] == round(100 * agree / len(parsed), 2)
     assert 0 < bm25["number_match_agreement"]["kappa"] < 1  # the scripted judge mostly follows the values
+    decided = [r for r in parsed if r["winner"] != "tie"]  # the scripted judge names answer 1 one time in eight
+    assert bm25["first_position_share"] == round(100 * sum(r["choice"] == "1" for r in decided) / len(decided), 2)
     assert set(bm25["subsets"]) == {"FinQA", "TAT-DQA"}
     assert json.loads((run / RATINGS_FILE).read_text()) == result
     from t2rag.results.report import write_report

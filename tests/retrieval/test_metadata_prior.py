@@ -8,7 +8,13 @@ import pytest
 from t2rag.data import build_corpora, load_questions
 from t2rag.data.corpus import Corpus
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
-from t2rag.retrieval.metadata_prior import _REPORT_YEAR, MetadataPrior, name_tokens, named_report_years
+from t2rag.retrieval.metadata_prior import (
+    _REPORT_YEAR,
+    DocumentMetadata,
+    MetadataPrior,
+    name_tokens,
+    named_report_years,
+)
 from t2rag.retrieval.years import years_named
 from t2rag.tokenize import numeric_tokenize
 
@@ -168,3 +174,24 @@ def test_the_words_naming_the_questions_company_are_left_out(corpora, subset, qu
     """BM25 reads what is left of the question's numeric tokens: the name's words, prefixes ("citi") and ticker go."""
     (words,) = MetadataPrior(corpora[subset]).company_words([question])
     assert " ".join(t for t in numeric_tokenize(question) if t not in words) == left
+
+
+def test_a_10_k_alone_names_the_report_year() -> None:
+    """ "10-K" is one of the words a report year is named by, as the pattern's own example says ("2013 Form 10-K"):
+    a question that says only "10-K" (no "report", "statements", "filing" or "form") still names its year."""
+    assert named_report_years("What was Deere's net income in the fiscal 2019 10-K?") == {2019}
+    assert named_report_years("What does the 10-K for fiscal year 2012 say about backlog?") == {2012}
+
+
+def test_only_the_best_matched_company_has_its_words_left_out() -> None:
+    """A question naming one company whole (match 1.0) and another nearly (0.865, above NAMED_MATCH): only the best
+    one's words go. Weights by hand: ten names, "global" in nine (idf log(1 + 10/9) = 0.747), "bolt" and
+    "fasteners" in one each (log(1 + 10) = 2.398), so "Bolt Fasteners" without "Global" matches 4.796 / 5.543."""
+    others = [f"{w} Global" for w in ("Carbon", "Delta", "Echo", "Falcon", "Granite", "Harbor", "Indigo", "Juniper")]
+    names = ("Acme Widgets", "Bolt Fasteners Global", *others)
+    prior = MetadataPrior.of(DocumentMetadata(names, (None,) * len(names), ("2019",) * len(names)))
+    question = "How did Acme Widgets' sales compare with Bolt Fasteners' in 2019?"
+    match = dict(zip(sorted(names), prior.entity_match([question])[0].tolist(), strict=True))
+    assert match["Acme Widgets"] == 1.0 and match["Bolt Fasteners Global"] == pytest.approx(0.865, abs=1e-3)
+    (words,) = prior.company_words([question])
+    assert {"acme", "widgets"} <= words and not {"bolt", "fasteners", "global"} & words
