@@ -109,3 +109,34 @@ def test_the_candidate_stage_drops_no_gold_the_full_scoring_ranks_in_the_top_3(d
         assert expected.mean() > 0.95
         assert not (expected & ~_gold_in_top3(shipped, corpus, rows)).any(), subset
         assert (expected & ~_gold_in_top3(narrow, corpus, rows)).any(), subset
+
+
+def test_bm25_focus_reads_the_question_without_its_companys_words(dev_sample) -> None:
+    """bm25_focus's lexical component is BM25 over each question less the words naming its company (its main change
+    over bm25_page): equal to BM25 given those words to leave out, and not to BM25 over the whole question."""
+    questions, corpora = dev_sample
+    corpus = corpora["FinQA"]
+    retriever = build_retriever("bm25_focus", RetrievalConfig())
+    retriever.index(corpus)
+    texts = questions.subset("FinQA").table.column("question").to_pylist()[:60]
+    left_out = retriever.prior.company_words(texts)
+    naming = [i for i, words in enumerate(left_out) if words]
+    assert len(naming) > 30  # most questions name their company
+    lexical = retriever.components(texts)["lexical"]
+    without = retriever.lexical.scores(texts, left_out)
+    whole = retriever.lexical.scores(texts, None)
+    scale = lambda m: m / np.maximum(m.max(axis=1, keepdims=True), 1e-12)  # noqa: E731 - a question's best is 1
+    np.testing.assert_allclose(lexical, scale(np.asarray(without, np.float64)), atol=1e-6)
+    assert not np.allclose(lexical[naming], scale(np.asarray(whole, np.float64))[naming], atol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["bm25_page", "bm25_focus"])
+def test_fewer_candidates_than_results_still_return_every_result(dev_sample, name) -> None:
+    """With `fusion.candidates` below the depth asked for, the second stage scores as many documents as are asked
+    for (the search width is at least the depth): every question gets its 10 results."""
+    questions, corpora = dev_sample
+    corpus = corpora["TAT-DQA"]
+    retriever = build_retriever(name, RetrievalConfig.model_validate({"fusion": {"candidates": 2}}))
+    retriever.index(corpus)
+    hits = retriever.search(questions.subset("TAT-DQA").table.column("question").to_pylist()[:50], 3, depth=10)
+    assert hits.indices.shape == (50, 10) and (hits.indices >= 0).all() and np.isfinite(hits.scores).all()

@@ -73,3 +73,48 @@ def test_shards_of_distractors_alone_are_certified_and_exact():
     assert certified.all()
     np.testing.assert_array_equal(hits.indices, expected.indices)
     np.testing.assert_array_equal(hits.scores, expected.scores)
+
+
+def test_a_bound_that_ties_the_last_candidate_does_not_certify(monkeypatch):
+    """A left-out document that could score exactly the last candidate's score could take its place (ties break by
+    position): a merge is certified only when its last candidate scores above every shard's bound, never at it."""
+    from t2rag.retrieval import fused_shards
+    from t2rag.retrieval.fused import FirstStage
+
+    config = load_config(None, {"methods": ["bm25_focus"], "retrieval_only": True})
+    resources = Resources(config)
+    corpus = resources.corpus("FinQA")
+    questions = resources.questions.subset("FinQA").scored().column("question").to_pylist()[:40]
+    ranges = shard_ranges(len(corpus), 2)
+    make = lambda: build_retriever("bm25_focus", config.retrieval)  # noqa: E731
+    facts = CorpusFacts.merge([ShardFacts.of(make(), shard_corpus(corpus, r)) for r in ranges])
+    parts = []
+    for r in ranges:
+        retriever = make()
+        index_shard(retriever, shard_corpus(corpus, r), r, facts)
+        parts.append(shard_candidates(retriever, questions, 100, r.start))
+    merger = make()
+    width = min(max(merger.candidates, 10), sum(p.positions.shape[1] for p in parts))
+    combined: list[np.ndarray] = []
+    original = FirstStage.combine
+
+    def recorded(self, *args, **kwargs):  # the merge's first call scores every shard's candidates
+        out = original(self, *args, **kwargs)
+        combined.append(out.copy())
+        return out
+
+    def last_candidate(shift: float):
+        def bound(self, weights, best_lexical, best_item):
+            first = np.sort(combined[0], axis=1)[:, ::-1]
+            return first[:, width - 1] + shift  # a left-out document at (or just below) the last candidate's score
+
+        return bound
+
+    monkeypatch.setattr(FirstStage, "combine", recorded)
+    monkeypatch.setattr(fused_shards.ShardCandidates, "bound", last_candidate(0.0))
+    _, tied = merge_candidates(merger, parts, config.retrieval.k)
+    assert not tied.any()
+    combined.clear()
+    monkeypatch.setattr(fused_shards.ShardCandidates, "bound", last_candidate(-1e-9))
+    _, below = merge_candidates(merger, parts, config.retrieval.k)
+    assert below.all()

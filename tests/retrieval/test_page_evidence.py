@@ -207,3 +207,25 @@ def test_a_row_label_wrapped_onto_the_next_printed_row_is_one_label() -> None:
     labels = row_labels(page)
     assert "depreciation and amortisation" in labels and "cost of doing business (%)" in labels
     assert not [label for label in labels if label.startswith(("and amortisation", "business"))]
+
+
+def test_a_question_naming_no_year_gets_no_row_years_beside_questions_that_name_some(sample) -> None:
+    """`row_years` keeps a row label only where its table names every year the question names, and a question that
+    names none keeps none, whatever else shares its block: its row is 0 in a block of every dev question (most name
+    years), as alone, and its bm25_focus ranking is the same searched alone or beside them."""
+    questions, corpora = sample
+    for subset in ("FinQA", "TAT-DQA"):
+        texts = list(corpora[subset].texts)
+        asked = questions.subset(subset).table.column("question").to_pylist()
+        undated = [q for q, question in enumerate(asked) if not year_mask(question)]
+        evidence = PageEvidence(texts)
+        block = evidence.asked(asked)
+        assert block.named[undated].nnz > 0  # they name row labels: only their missing years keep them out
+        every = evidence.features(asked)["row_years"]
+        assert len(undated) > 5 and not every[undated].any()
+        retriever = build_retriever("bm25_focus", RetrievalConfig())
+        retriever.index(corpora[subset])
+        alone = retriever.search([asked[q] for q in undated], 3)
+        beside = retriever.search(asked, 3)
+        np.testing.assert_array_equal(beside.indices[undated], alone.indices)
+        np.testing.assert_array_equal(beside.scores[undated], alone.scores)
