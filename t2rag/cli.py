@@ -76,6 +76,8 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     ]
     print(f"source: {qs.source}")
     print(markdown_table(["subset", "splits", "questions", "contexts", "excluded", "non-numeric answers"], rows))
+    if not any(s["questions"] for s in stats.values()):
+        print("a corpus-only source: contexts without questions, to extend a run's corpora (data.distractors)")
     for name, s in stats.items():
         if s["excluded"]:
             print(f"{name} excluded: {', '.join(s['excluded'][:20])}{' ...' if len(s['excluded']) > 20 else ''}")

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.data.load import QuestionSet
+from t2rag.data.schema import CONTEXT_ONLY
 
 log = logging.getLogger(__name__)
 
@@ -166,20 +167,21 @@ def build_corpora(questions: QuestionSet, pooled: bool = False) -> dict[str, Cor
 
 
 def subset_stats(questions: QuestionSet) -> dict[str, dict[str, object]]:
-    """Per-subset counts: splits present, questions, unique contexts, excluded ids and non-numeric reference
-    answers."""
+    """Per-subset counts: splits present, questions, unique contexts, excluded question ids and non-numeric reference
+    answers; rows that hold a context alone (`CONTEXT_ONLY`) count as contexts, not questions."""
     out: dict[str, dict[str, object]] = {}
     for name in questions.subsets:
         part = questions.subset(name)
         t = part.table
-        excluded = pc.is_valid(t.column("excluded_reason"))
+        asked = pc.invert(pc.equal(t.column("excluded_reason").fill_null(""), CONTEXT_ONLY))
+        excluded = pc.and_(pc.is_valid(t.column("excluded_reason")), asked)
         corpus = build_corpus(part, name)
         out[name] = {
             "splits": sorted({s for s in t.column("split").to_pylist() if s}),
-            "questions": t.num_rows,
+            "questions": int(pc.sum(asked).as_py() or 0),
             "contexts": len(corpus),
             "excluded": t.column("id").filter(excluded).to_pylist(),
-            "non_numeric_answers": int(pc.sum(pc.is_null(t.column("answer_value"))).as_py() or 0),
+            "non_numeric_answers": int(pc.sum(pc.and_(pc.is_null(t.column("answer_value")), asked)).as_py() or 0),
             "context_conflicts": len(corpus.conflicts),
         }
     return out

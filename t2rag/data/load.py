@@ -14,7 +14,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from t2rag.answer import parse_number
-from t2rag.data.schema import QUESTION_SCHEMA, REQUIRED_COLUMNS, SUBSETS
+from t2rag.data.schema import CONTEXT_ONLY, QUESTION_SCHEMA, REQUIRED_COLUMNS, SUBSETS
 from t2rag.data.source import DataSource, SourceFile, list_source_files, materialize, resolve_source
 from t2rag.errors import DataError
 
@@ -145,6 +145,10 @@ def _add_derived(table: pa.Table) -> pa.Table:
     values = [parse_number(v) for v in table.column("program_answer").to_pylist()]
     answer = pa.array(values, pa.float64())
     reason = np.full(table.num_rows, None, dtype=object)
+    # A row with a context and no question nor answer is a context alone (a corpus-only source, as a split's
+    # contexts without their questions): not a question to score, and not a problem.
+    answers = [table.column(c) for c in ("program_answer", "original_answer") if c in table.column_names]
+    reason[_blank(table.column("question")) & np.logical_and.reduce([_blank(a) for a in answers])] = CONTEXT_ONLY
     # Later checks win only where no earlier reason is set, so the first problem of a row is reported.
     for name, label in (
         ("question", "empty_question"),
@@ -169,6 +173,12 @@ def _check_ids(table: pa.Table, display: str) -> None:
 
 def _log_anomalies(qs: QuestionSet) -> None:
     table = qs.table
+    contexts_only = pc.equal(table.column("excluded_reason").fill_null(""), CONTEXT_ONLY)
+    alone = int(pc.sum(contexts_only).as_py() or 0)
+    if alone:
+        log.info("%s: %d rows are contexts without a question (they extend corpora and are not scored)", qs.source,
+                 alone)  # fmt: skip
+        table = table.filter(pc.invert(contexts_only))
     excluded = table.filter(pc.is_valid(table.column("excluded_reason")))
     if excluded.num_rows:
         log.warning(

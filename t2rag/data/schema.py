@@ -41,6 +41,9 @@ OPTIONAL_COLUMNS: dict[str, pa.DataType] = {
     "company_founded": pa.string(),
 }
 
+#: The exclusion reason of a row that holds a context and no question nor answer (a corpus-only source's rows).
+CONTEXT_ONLY = "context_only"
+
 #: Columns added by the loader.
 DERIVED_FIELDS: tuple[pa.Field, ...] = (
     pa.field("subset", pa.string(), nullable=False),

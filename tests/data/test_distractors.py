@@ -57,3 +57,42 @@ def test_a_second_parquet_source_extends_every_corpus(sample, tmp_path):
     plain = run_local(load_config(None, {**base, "out": str(tmp_path / "p")}))["methods"]["bm25"]["subsets"]["FinQA"]
     assert grown["questions"] == plain["questions"]
     assert grown["mrr@3"] <= plain["mrr@3"] and grown["recall@5"] <= plain["recall@5"]
+
+
+def test_a_corpus_only_source_loads_as_contexts_without_a_warning(tmp_path, caplog, capsys):
+    """A split's contexts without their questions (question and answers empty, as the test split's contexts are
+    shipped): no "excluded from scoring" warning, `t2rag data stats` shows contexts and no question, and as
+    distractors they extend every corpus."""
+    import logging
+
+    import pyarrow as pa
+
+    from t2rag.cli import main
+    from t2rag.data import build_corpora, load_questions, subset_stats
+    from t2rag.data.distractors import extend, load_distractors
+    from tests.conftest import real_table, write_layout
+
+    tables = {}
+    for subset in ("FinQA", "TAT-DQA"):
+        table = real_table(subset).slice(0, 40)
+        blank = pa.array([""] * table.num_rows)
+        for name in ("question", "program_answer", "original_answer"):
+            table = table.set_column(table.column_names.index(name), name, blank)
+        table = table.set_column(table.column_names.index("id"), "id",
+                                 pa.array([f"{subset}-context-{i}" for i in range(table.num_rows)]))  # fmt: skip
+        tables[subset] = table
+    root = str(write_layout(tmp_path / "contexts", tables, split="test"))
+    with caplog.at_level(logging.INFO, logger="t2rag.data.load"):
+        loaded = load_questions(root)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "contexts without a question" in caplog.text
+    stats = subset_stats(loaded)
+    expected = {s: len(set(real_table(s).slice(0, 40).column("context_id").to_pylist())) for s in tables}
+    assert {s: (v["questions"], v["contexts"], v["excluded"]) for s, v in stats.items()} == {
+        s: (0, n, []) for s, n in expected.items()}  # fmt: skip
+    assert loaded.scored().num_rows == 0
+    assert main(["data", "stats", "--data", root]) == 0
+    assert "a corpus-only source" in capsys.readouterr().out
+    sample = build_corpora(load_questions(None))["FinQA"]
+    extended = extend(sample, load_distractors(root))  # FinQA's own are not added twice; TAT-DQA's are new
+    assert len(extended) == len(sample) + expected["TAT-DQA"]
