@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import Any
 
+import pyarrow as pa
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from ray import serve
@@ -52,6 +53,8 @@ from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.requests import request_row
 from t2rag.methods import Method, get_method, is_method
 from t2rag.resources import Resources
+from t2rag.stages import built
+from t2rag.stages.base import run_chain
 
 api = FastAPI(
     title="t2rag",
@@ -86,6 +89,7 @@ class RAGIngress:
         self.settings = settings
         self.resources = Resources(config)
         self.answering = Answering(self.resources)
+        self.route_prompting = built(self.resources, ("route_prompts",))
         self.methods = {name: get_method(name) for name in methods}
         self.generator = generator
         self.created = int(time.time())
@@ -137,7 +141,9 @@ class RAGIngress:
         method = self._method(body.method, retrieving=True)
         corpus = self._corpus(body.corpus)
         k = body.k or self.resources.config.retrieval.k
-        ranking = await self.lanes.rank(method, corpus, body.question, k, deadline, texts=body.with_text)
+        reply = await self._route_reply(method, body.question, deadline)
+        ranking = await self.lanes.rank(method, corpus, body.question, k, deadline, texts=body.with_text,
+                                        route_reply=reply)  # fmt: skip
         response.headers["Server-Timing"] = server_timing(
             {**ranking.seconds, "total": time.monotonic() - deadline.started}
         )
@@ -281,9 +287,19 @@ class RAGIngress:
         seconds: dict[str, float] = {}
         gold = self.answering.gold_context(context_id, corpus) if method.reader == "gold" else None
         if method.retrieves:
-            ranking = await self.lanes.rank(method, corpus, question, k, deadline, texts=False)
+            reply = await self._route_reply(method, question, deadline)
+            ranking = await self.lanes.rank(method, corpus, question, k, deadline, texts=False, route_reply=reply)
             ranked, seconds, corpus = ranking.contexts, ranking.seconds, ranking.corpus or corpus
         return self.answering.prompt(method, corpus, question, k, ranked, gold, seconds, started)
+
+    async def _route_reply(self, method: Method, question: str, deadline: Deadline) -> str | None:
+        """An LLM router's reply to its routing prompt, from the app's generator (None for other methods)."""
+        if method.router != "llm":
+            return None
+        self._require_generator()
+        prompt = run_chain(self.route_prompting, pa.table({"question": [question]})).to_pylist()[0]
+        request = {"messages_json": prompt["messages_json"], "params_json": prompt["params_json"]}
+        return (await self._generate(request, deadline))["raw_output"]
 
     async def _generate(self, request: dict[str, str], deadline: Deadline) -> dict[str, Any]:
         """Generation columns for one request row (a failed generation raises its `generation_failure`)."""

@@ -11,7 +11,7 @@ from serve.admission import Admission, Overloaded
 from serve.batcher import Batcher
 from serve.deadlines import Deadline
 from serve.errors import GatewayTimeout, Unavailable
-from serve.retrieval import DeadlineExceeded, Query, Ranking, RetrievalService
+from serve.retrieval import DeadlineExceeded, Query, Ranking, RetrievalService, served_chain
 from serve.settings import ServeSettings
 from t2rag.methods import Method
 
@@ -37,16 +37,18 @@ class Lanes:
         }
 
     async def rank(
-        self, method: Method, corpus: str, question: str, k: int, deadline: Deadline, texts: bool
-    ) -> Ranking:
-        """Rank in this replica's next batch; 503 at once when it could not start in time, 504 at the deadline."""
-        lane = self.lanes[method.stages]
+        self, method: Method, corpus: str, question: str, k: int, deadline: Deadline, texts: bool,
+        route_reply: str | None = None,
+    ) -> Ranking:  # fmt: skip
+        """Rank in this replica's next batch (`route_reply`: an LLM router's reply); 503 at once when it could not
+        start in time, 504 at the deadline."""
+        lane = self.lanes[served_chain(method)]
         try:
             lane.admission.admit(deadline.at)
         except Overloaded as exc:
             raise Unavailable(f"overloaded: {exc}; retry", retry_after_s=exc.retry_after_s) from None
         try:
-            query = Query(question, method.name, corpus, k, texts, deadline.at)
+            query = Query(question, method.name, corpus, k, texts, deadline.at, route_reply=route_reply)
             return await asyncio.wait_for(lane.batcher.submit(query), deadline.left_s())
         except TimeoutError:
             raise GatewayTimeout(f"retrieval did not finish within {deadline.budget_s:g} s") from None

@@ -26,7 +26,7 @@ from serve.settings import corpus_names
 from t2rag.config import RunConfig
 from t2rag.data import Corpus
 from t2rag.errors import InputError
-from t2rag.methods import Method
+from t2rag.methods import LLM_ROUTE, Method
 from t2rag.resources import Resources
 from t2rag.retrieval.vector_store import default_index_uri
 from t2rag.stages import built
@@ -57,6 +57,7 @@ class Query:
     texts: bool  # return each context's text too
     deadline: float  # time.monotonic() after which nobody waits for the answer
     queued: float = field(default_factory=time.monotonic)
+    route_reply: str | None = None  # the LLM router's reply, asked through the app's generator before (`served_chain`)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,14 @@ class Ranking:
     corpus: str | None = None  # the corpus searched, where a router chose it (METHOD@ROUTER)
 
 
+def served_chain(method: Method) -> tuple[str, ...]:
+    """The stages a replica runs to rank for a method: an LLM router's prompt goes to the app's generator first (the
+    ingress asks it), so that method's chain starts at `route`, which reads the reply."""
+    if method.router == "llm":
+        return method.stages[len(LLM_ROUTE) - 1 :]
+    return method.stages
+
+
 class RetrievalService:
     """The ranking stages of the served retrieving methods, built once per replica."""
 
@@ -77,7 +86,7 @@ class RetrievalService:
         self.corpora = corpus_names(resources.questions.subsets)
         #: Each served stage chain with its stages, built once (as a Ray stage actor builds its steps).
         self.chains: dict[tuple[str, ...], list[tuple[str, Stage]]] = {
-            m.stages: built(resources, m.stages) for m in self.methods.values()
+            served_chain(m): built(resources, served_chain(m)) for m in self.methods.values()
         }
 
     def build(self) -> None:
@@ -104,7 +113,7 @@ class RetrievalService:
             elif query.corpus not in self.corpora:
                 results[i] = InputError(f"unknown corpus '{query.corpus}' (served: {', '.join(self.corpora)})")
             else:
-                chains.setdefault(self.methods[query.method].stages, []).append(i)
+                chains.setdefault(served_chain(self.methods[query.method]), []).append(i)
         for chain, members in chains.items():
             group = [queries[i] for i in members]
             try:
@@ -122,6 +131,7 @@ class RetrievalService:
                 "corpus": [q.corpus for q in queries],
                 "method": [q.method for q in queries],
                 "k": pa.array([q.k for q in queries], pa.int64()),
+                **({"raw_output": [q.route_reply for q in queries]} if any(q.route_reply for q in queries) else {}),
             }
         )
         seconds: dict[str, float] = {}

@@ -187,8 +187,10 @@ def offline_reason(method: Method, config: RunConfig) -> str | None:
     """Why a method cannot be served online, or None when it can."""
     if method.router == "oracle":
         return "the oracle router needs each question's subset, which a served question has not"
+    if method.router == "llm" and config.generator is None:
+        return "the LLM router asks the generator to rank the subsets, and the app has no generator"
     if method.router == "llm":
-        return "the LLM router generates before it retrieves, a batch-job step (serve @semantic or @pooled)"
+        return None  # its routing prompt goes through the app's generator before retrieval
     if method.retrieval_needs_generator:
         return "it needs generated summaries or HyDE documents, which are batch-job steps"
     if not method.retrieves and config.generator is None:

@@ -17,7 +17,7 @@ from t2rag.results.significance import ALL_SUBSETS, Difference, pairwise, signif
 from t2rag.results.tables import markdown_table
 
 #: The metrics the report tests between every pair of methods.
-TESTED_METRICS = ("number_match", "em", "f1", "exe_acc", "mrr@3", "recall@3")
+TESTED_METRICS = ("number_match", "em", "f1", "exe_acc", "program_acc", "mrr@3", "recall@3", "routing_acc")
 #: The metrics whose differences the headline lists first, and how many it lists.
 LEAD = ("number_match", "mrr@3")
 SHOWN = 8

@@ -57,3 +57,20 @@ class ScriptedGenerator:
         for start in (0, third, 2 * third):
             yield {"text": SCRIPTED_ANSWER[start : start + third if start < 2 * third else None]}
         yield self._columns(request)
+
+
+#: What RoutingGenerator answers a routing prompt: TAT-DQA first.
+SCRIPTED_ROUTE = '{"ranking": ["TAT-DQA", "FinQA"]}'
+
+
+@serve.deployment(name="Generator", ray_actor_options={"num_cpus": 0})
+class RoutingGenerator(ScriptedGenerator):
+    """ScriptedGenerator, except that a routing prompt (the LLM router's) is answered with `SCRIPTED_ROUTE`."""
+
+    def _columns(self, request: dict[str, str]) -> dict[str, object]:
+        from serve.generator import as_columns
+        from t2rag.generation.base import Generation
+
+        if "You route a question" not in request["messages_json"]:
+            return super()._columns(request)
+        return as_columns(Generation(SCRIPTED_ROUTE, prompt_tokens=100, completion_tokens=12, finish_reason="stop"))

@@ -95,7 +95,8 @@ def test_texts_only_when_asked_and_failures_stay_with_their_query(service, quest
 
 def test_a_served_router_searches_the_subset_it_ranks_first(tmp_path):
     """Over two loaded subsets, `bm25@semantic` routes each served question (no subset known) to one subset's
-    corpus and ranks as bm25 does there; the oracle and LLM routers are not served, each with its reason."""
+    corpus and ranks as bm25 does there; `bm25@llm` searches the subset its reply (asked by the ingress) ranks first;
+    the oracle router is not served (a served question has no subset), nor the LLM one without a generator."""
     from serve.settings import offline_reason
     from t2rag.config import load_config
     from t2rag.resources import Resources
@@ -114,5 +115,9 @@ def test_a_served_router_searches_the_subset_it_ranks_first(tmp_path):
         (own,) = service.rank([Query(question, "bm25", ranking.corpus, 3, False, math.inf)])
         assert [c["context_id"] for c in ranking.contexts] == [c["context_id"] for c in own.contexts]
     assert "subset" in offline_reason(get_method("bm25@oracle"), config)
-    assert "batch-job step" in offline_reason(get_method("bm25@llm"), config)
+    assert "no generator" in offline_reason(get_method("bm25@llm"), config)  # an app with one serves it
     assert offline_reason(get_method("bm25@semantic"), config) is None
+    llm = RetrievalService(Resources(config), [get_method("bm25@llm")])  # the reply comes with the query
+    for reply, corpus in (('{"ranking": ["TAT-DQA", "FinQA"]}', "TAT-DQA"), ("FinQA, surely", "FinQA")):
+        (ranking,) = llm.rank([Query(questions[0], "bm25@llm", "pooled", 3, False, math.inf, route_reply=reply)])
+        assert ranking.corpus == corpus and {c["subset"] for c in ranking.contexts} == {corpus}
