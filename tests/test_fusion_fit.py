@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -96,3 +97,27 @@ def test_the_best_fit_stays_within_the_cost_budget() -> None:
     assert best_fit(fits, 3.0).method == "middle"
     assert best_fit(fits, None).method == "dear"
     assert best_fit(fits, 1.0).method == "dear"  # none within the budget: the best of all
+
+
+def test_the_held_out_halves_split_by_report() -> None:
+    """Every page of one report (company and report year) falls in the same half, on real dev contexts, and both
+    halves hold many reports; a context whose metadata names no report is its own."""
+    from collections import defaultdict
+
+    from t2rag.data import build_corpora, load_questions
+    from t2rag.data.corpus import Corpus
+    from t2rag.fusion_fit import report_folds
+
+    for corpus in build_corpora(load_questions(None)).values():
+        folds = report_folds(corpus, np.arange(len(corpus)))
+        sides: dict[tuple, set[int]] = defaultdict(set)
+        pages: dict[tuple, int] = defaultdict(int)
+        for i, fold in enumerate(folds.tolist()):
+            report = (corpus.metadata["company_name"][i], corpus.metadata["report_year"][i])
+            sides[report].add(fold)
+            pages[report] += 1
+        assert all(len(s) == 1 for s in sides.values())
+        several = [r for r, n in pages.items() if n > 1]  # reports with more than one page: the case split here
+        assert several and 0.3 < folds.mean() < 0.7
+    bare = Corpus("bare", ("a", "b"), ("x", "x"), ("t", "u"))
+    assert report_folds(bare, np.arange(2)).tolist() == [hashlib.sha256(c.encode()).digest()[0] % 2 for c in "ab"]
