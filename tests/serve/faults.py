@@ -38,8 +38,7 @@ SCRIPTED_ANSWER = json.dumps(
 SCRIPTED_NUMBER = 287.5
 
 
-@serve.deployment(name="Generator", ray_actor_options={"num_cpus": 0})  # the module's Ray has 4 CPUs, all taken
-class ScriptedGenerator:
+class ScriptedAnswers:
     """Answers every request at once with `SCRIPTED_ANSWER`, whole or streamed in three pieces."""
 
     def _columns(self, request: dict[str, str]) -> dict[str, object]:
@@ -63,9 +62,8 @@ class ScriptedGenerator:
 SCRIPTED_ROUTE = '{"ranking": ["TAT-DQA", "FinQA"]}'
 
 
-@serve.deployment(name="Generator", ray_actor_options={"num_cpus": 0})
-class RoutingGenerator(ScriptedGenerator):
-    """ScriptedGenerator, except that a routing prompt (the LLM router's) is answered with `SCRIPTED_ROUTE`."""
+class RoutingAnswers(ScriptedAnswers):
+    """ScriptedAnswers, except that a routing prompt (the LLM router's) is answered with `SCRIPTED_ROUTE`."""
 
     def _columns(self, request: dict[str, str]) -> dict[str, object]:
         from serve.generator import as_columns
@@ -74,3 +72,8 @@ class RoutingGenerator(ScriptedGenerator):
         if "You route a question" not in request["messages_json"]:
             return super()._columns(request)
         return as_columns(Generation(SCRIPTED_ROUTE, prompt_tokens=100, completion_tokens=12, finish_reason="stop"))
+
+
+# The module's Ray has 4 CPUs, all taken: the scripted generators hold none.
+ScriptedGenerator = serve.deployment(name="Generator", ray_actor_options={"num_cpus": 0})(ScriptedAnswers)
+RoutingGenerator = serve.deployment(name="Generator", ray_actor_options={"num_cpus": 0})(RoutingAnswers)

@@ -24,7 +24,7 @@ def _lanes(fail: bool = False) -> Lanes:
 
 
 def _rank(lanes: Lanes, question: str):
-    method = SimpleNamespace(name="bm25", stages=CHAIN)
+    method = SimpleNamespace(name="bm25", stages=CHAIN, router=None)
     return lanes.rank(method, "FinQA", question, 3, Deadline(30.0, None), texts=False)
 
 
