@@ -166,21 +166,10 @@ def subset_parts(resources: Resources, method: str, subset: str) -> SubsetParts:
                        questions)  # fmt: skip
 
 
-#: The corpus metadata columns that name a context's report: its company and the report's year.
-REPORT_COLUMNS = ("company_name", "report_year")
-
-
-def report_key(corpus: Corpus, position: int) -> str:
-    """The report a context is a page of: its company and report year, or the context itself where the corpus's
-    metadata names neither."""
-    values = [(corpus.metadata.get(c) or [None] * len(corpus))[position] for c in REPORT_COLUMNS]
-    return "|".join(str(v) for v in values) if all(values) else corpus.context_ids[position]
-
-
 def report_folds(corpus: Corpus, positions: np.ndarray) -> np.ndarray:
-    """0 or 1 for each context at `positions`, by a hash of its report (`report_key`): every page of a report on
+    """0 or 1 for each context at `positions`, by a hash of its report (`Corpus.reports`): every page of a report on
     one side."""
-    keys = [report_key(corpus, int(p)) for p in positions]
+    keys = [corpus.reports[int(p)] for p in positions]
     return np.array([hashlib.sha256(k.encode()).digest()[0] % 2 for k in keys], dtype=np.int64)
 
 

@@ -93,6 +93,13 @@ class Corpus:
             metadata={key: tuple(values[i] for i in indices) for key, values in self.metadata.items()},
         )
 
+    @cached_property
+    def reports(self) -> tuple[str, ...]:
+        """The report each context is a page of: its company and report year (metadata `company_name` and
+        `report_year`), or the context itself where its metadata names neither."""
+        names, years = self.metadata_column("company_name"), self.metadata_column("report_year")
+        return tuple(f"{n}|{y}" if n and y else cid for n, y, cid in zip(names, years, self.context_ids, strict=True))
+
     def metadata_column(self, name: str) -> tuple[str | None, ...]:
         """One metadata value per document (all None when the corpus has no such column)."""
         return self.metadata.get(name, (None,) * len(self))
