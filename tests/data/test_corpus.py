@@ -35,3 +35,17 @@ def test_to_arrow_round_trip(sample):
     table = corpus.to_arrow()
     assert table.num_rows == 274
     assert table.column("context_id").to_pylist() == list(corpus.context_ids)
+
+
+def test_a_contexts_report_is_its_company_and_report_year():
+    """`Corpus.reports`: the pages of one annual report share a key, from the corpus side's metadata; a context with
+    none is its own report."""
+    from t2rag.data import build_corpora, load_questions
+    from t2rag.data.corpus import Corpus
+
+    corpus = build_corpora(load_questions(None))["TAT-DQA"]
+    names, years = corpus.metadata["company_name"], corpus.metadata["report_year"]
+    assert corpus.reports == tuple(f"{n}|{y}" for n, y in zip(names, years, strict=True))
+    assert len(set(corpus.reports)) < len(corpus) / 2  # TAT-DQA's dev split holds several pages of most reports
+    bare = Corpus("bare", ("a", "b"), ("x", "x"), ("t", "u"), metadata={"company_name": ("Acme", None)})
+    assert bare.reports == ("a", "b")
