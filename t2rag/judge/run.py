@@ -13,17 +13,17 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from t2rag.answer.extract import extract_answer
 from t2rag.data import QuestionSet, load_questions
 from t2rag.errors import ConfigError, InputError, ModelUnavailable
-from t2rag.generation.base import ChatRequest, Generator, SamplingParams
+from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.registry import build_generator, engine_of
 from t2rag.judge.config import JudgeConfig
 from t2rag.judge.ratings import ratings
@@ -136,8 +136,6 @@ def judge_requests(
 def read_verdicts(run_dir: str) -> pa.Table:
     """Every verdict written under the run (empty when there is none)."""
     fs, path = filesystem_for(join(run_dir, VERDICTS_DIR))
-    from pyarrow import fs as pafs
-
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
         return VERDICT_SCHEMA.empty_table()
     files = [i.path for i in fs.get_file_info(pafs.FileSelector(path)) if i.path.endswith(".parquet")]
@@ -164,10 +162,9 @@ def judge_run(
     config: JudgeConfig,
     prompt_config: PromptConfig | None = None,
     data: str | None = None,
-    generator_factory: Callable[[], Generator] | None = None,
 ) -> dict:
     """Ask what no verdict of the run holds yet, then rate every judged method; returns (and writes) the ratings.
-    `data` overrides where the run's questions are read from; `generator_factory` replaces building the judge."""
+    `data` overrides where the run's questions are read from."""
     manifest = read_json(run_dir, "manifest.json")
     if manifest is None and data is None:
         raise InputError(f"{run_dir}: no manifest.json; pass --data to say where its questions are")
@@ -181,9 +178,8 @@ def judge_run(
              len(planned) - len(todo))  # fmt: skip
     failed = 0
     if todo:
-        if generator_factory is None:
-            check_judge(config)
-        generator = generator_factory() if generator_factory else build_generator(config.judge)
+        check_judge(config)
+        generator = build_generator(config.judge)
         started = time.perf_counter()
         try:
             generator.load()

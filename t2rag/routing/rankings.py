@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from t2rag.answer.extract import decode_objects
+from t2rag.data.corpus import POOLED
 
 NDCG_CUTOFF = 3
 
@@ -60,8 +61,6 @@ def llm_ranking(text: str | None, loaded: Sequence[str]) -> tuple[list[str], boo
 def searched_corpus(ranking: Sequence[str], top: int, loaded: Sequence[str]) -> str:
     """The corpus a routed question searches: its top subset, the union of its top `top` ("A+B"), or the pooled
     corpus when that takes every loaded subset."""
-    from t2rag.data.corpus import POOLED
-
     chosen = list(ranking[:top])
     if len(chosen) >= len(loaded):
         return POOLED
