@@ -44,6 +44,8 @@ NM_INTERVAL = "number_match_ci95"
 ANSWER_RATES: dict[str, str] = {"number_match": "generated", "exe_acc": "exe_scored", "em": "em_scored",
                                 "program_acc": "program_scored"}  # fmt: skip
 RATES: dict[str, str] = {**ANSWER_RATES, "routing_acc": "routed"}
+#: The rates beside Number Match (each a record column of its own: t2rag.metrics.answers, t2rag.stages.route).
+FAMILY_RATES: tuple[str, ...] = tuple(rate for rate in RATES if rate != "number_match")
 #: The EM misses a change of scale or sign would mend (t2rag.metrics.tatqa), counted per subset.
 ERROR_COUNTS: dict[str, str] = {"scale": "scale_errors", "sign": "sign_errors", "scale_sign": "scale_sign_errors"}
 #: Counts that add up over subsets rather than average.
@@ -79,21 +81,26 @@ class SubsetTotals:
     non_numeric: int = 0
     retrieved: int | None = None
     metric_sums: dict[str, float] = field(default_factory=dict)
-    exe_scored: int = 0  # generated answers with an execution-accuracy verdict (records before it have none)
-    exe_correct: int = 0
-    program_scored: int = 0  # generated answers whose question has a gold program
-    program_correct: int = 0
-    em_scored: int = 0  # generated answers with an original answer to compute EM and F1 against
-    em_correct: int = 0
-    f1_sum: float = 0.0
+    #: Per rate of FAMILY_RATES, the records it scored (generated answers with that verdict; routed questions) and
+    #: those it counts right. Records written before a yardstick existed have no verdict and count in neither.
+    trials: dict[str, int] = field(default_factory=dict)
+    hits: dict[str, int] = field(default_factory=dict)
+    f1_sum: float = 0.0  # over the EM-scored answers
+    routing_ndcg_sum: float = 0.0  # over the routed questions
     errors: dict[str, int] = field(default_factory=dict)  # EM misses per kind of ERROR_COUNTS
-    routed: int = 0  # questions a router ranked the subsets for (t2rag.routing)
-    routing_correct: int = 0
-    routing_ndcg_sum: float = 0.0
 
     def successes(self, rate: str) -> int:
-        return {"number_match": self.matched, "exe_acc": self.exe_correct, "em": self.em_correct,
-                "program_acc": self.program_correct, "routing_acc": self.routing_correct}[rate]  # fmt: skip
+        return self.matched if rate == "number_match" else self.hits.get(rate, 0)
+
+    def scored(self, rate: str) -> int:
+        return int(self.generated or 0) if rate == "number_match" else self.trials.get(rate, 0)
+
+    def _rate(self, out: dict, rate: str) -> None:
+        """The rate, its interval and the count it is a share of, where it scored any record."""
+        if self.scored(rate):
+            out[RATES[rate]] = self.scored(rate)
+            out[rate] = _pct(self.successes(rate), self.scored(rate))
+            out[interval_key(rate)] = wilson_interval(self.successes(rate), self.scored(rate))
 
     def entry(self, retrieval_metrics: Sequence[str]) -> dict[str, float | int]:
         out: dict[str, float | int] = {"questions": self.questions}
@@ -102,26 +109,14 @@ class SubsetTotals:
             out["number_match"] = _pct(self.matched, self.generated)
             out[NM_INTERVAL] = wilson_interval(self.matched, self.generated)
             out["non_numeric_references"] = self.non_numeric
-            if self.exe_scored:
-                out["exe_scored"] = self.exe_scored
-                out["exe_acc"] = _pct(self.exe_correct, self.exe_scored)
-                out[interval_key("exe_acc")] = wilson_interval(self.exe_correct, self.exe_scored)
-            if self.program_scored:
-                out["program_scored"] = self.program_scored
-                out["program_acc"] = _pct(self.program_correct, self.program_scored)
-                out[interval_key("program_acc")] = wilson_interval(self.program_correct, self.program_scored)
-            if self.em_scored:
-                out["em_scored"] = self.em_scored
-                out["em"] = _pct(self.em_correct, self.em_scored)
-                out[interval_key("em")] = wilson_interval(self.em_correct, self.em_scored)
-                out["f1"] = _pct(self.f1_sum, self.em_scored)
-                for kind, key in ERROR_COUNTS.items():
-                    out[key] = self.errors.get(kind, 0)
-        if self.routed:
-            out["routed"] = self.routed
-            out["routing_acc"] = _pct(self.routing_correct, self.routed)
-            out[interval_key("routing_acc")] = wilson_interval(self.routing_correct, self.routed)
-            out["routing_ndcg3"] = _pct(self.routing_ndcg_sum, self.routed)
+            for rate in ("exe_acc", "program_acc", "em"):
+                self._rate(out, rate)
+            if self.scored("em"):
+                out["f1"] = _pct(self.f1_sum, self.scored("em"))
+                out.update({key: self.errors.get(kind, 0) for kind, key in ERROR_COUNTS.items()})
+        self._rate(out, "routing_acc")
+        if self.scored("routing_acc"):
+            out["routing_ndcg3"] = _pct(self.routing_ndcg_sum, self.scored("routing_acc"))
         if self.retrieved is not None:
             out["retrieved"] = self.retrieved
             for metric in retrieval_metrics:
@@ -135,11 +130,10 @@ def scorecard_from_totals(
     """A scorecard, `{"subsets": {name: {...}}, "weighted": {...}}`, from per-subset totals."""
     per_subset = {name: totals[name].entry(retrieval_metrics) for name in ordered_subsets(list(totals))}
     weighted = weighted_average(per_subset)
-    for rate, trials in RATES.items():
+    for rate in RATES:
         if rate in weighted:
             successes = sum(t.successes(rate) for t in totals.values())
-            trials_in_all = sum(getattr(t, trials) or 0 for t in totals.values())
-            weighted[interval_key(rate)] = wilson_interval(successes, trials_in_all)
+            weighted[interval_key(rate)] = wilson_interval(successes, sum(t.scored(rate) for t in totals.values()))
     return drop_empty_groups({"subsets": per_subset, "weighted": weighted})
 
 
@@ -149,7 +143,7 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
     metrics: list[str] = []
     for entry in per_subset.values():
         metrics += [k for k in entry if k not in metrics and k not in ("questions", "generated", "retrieved")]
-    for key in ("generated", "exe_scored", "program_scored", "em_scored", "routed", "retrieved"):
+    for key in (*RATES.values(), "retrieved"):
         if any(key in e for e in per_subset.values()):
             out[key] = sum(int(e.get(key, 0)) for e in per_subset.values())
     for metric in metrics:
@@ -174,8 +168,7 @@ def drop_empty_groups(scorecard: dict) -> dict:
     entries = [*scorecard["subsets"].values(), scorecard["weighted"]]
     drops: list[str] = []
     if all(e.get("generated", 1) == 0 for e in entries):
-        drops += ["generated", "exe_scored", "program_scored", "em_scored", "f1", *SUMMED]
-        drops += [key for rate in ANSWER_RATES for key in (rate, interval_key(rate))]
+        drops += ["f1", *SUMMED, *(key for rate, n in ANSWER_RATES.items() for key in (n, rate, interval_key(rate)))]
     if all(e.get("retrieved", 1) == 0 for e in entries):
         drops += ["retrieved", *[k for k in scorecard["weighted"] if "@" in k]]
     for e in entries:
@@ -189,12 +182,13 @@ METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference", 
                   "program_acc", "routing_acc", "routing_ndcg3"]  # fmt: skip
 
 
-def _flags(values: pa.ChunkedArray) -> np.ndarray:
-    return values.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+def _numbers(values: pa.ChunkedArray) -> np.ndarray:
+    """A bool or float column as float64, null as 0."""
+    return pc.cast(values, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
 
 
-def _values(values: pa.ChunkedArray) -> np.ndarray:
-    return values.fill_null(0.0).to_numpy(zero_copy_only=False).astype(float)
+def _valid(values: pa.ChunkedArray) -> np.ndarray:
+    return pc.is_valid(values).to_numpy(zero_copy_only=False)
 
 
 def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Table:
@@ -208,10 +202,9 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
     non_numeric = generated & pc.is_null(table.column("reference")).to_numpy(zero_copy_only=False)
     retrieved = pc.is_valid(table.column("gold_rank")).to_numpy(zero_copy_only=False)
     ranks = table.column("gold_rank").fill_null(0).to_numpy(zero_copy_only=False)
-    em_scored = generated & pc.is_valid(table.column("em")).to_numpy(zero_copy_only=False)
-    exe_scored = generated & pc.is_valid(table.column("exe_acc")).to_numpy(zero_copy_only=False)
-    routed = pc.is_valid(table.column("routing_acc")).to_numpy(zero_copy_only=False)
-    program_scored = generated & pc.is_valid(table.column("program_acc")).to_numpy(zero_copy_only=False)
+    # An answer yardstick counts a generated record with its verdict; routing, a routed one.
+    scored = {rate: _valid(table.column(rate)) & (generated if rate in ANSWER_RATES else True) for rate in FAMILY_RATES}
+    right = {rate: _numbers(table.column(rate)) == 1 for rate in FAMILY_RATES}  # True (or EM's 1.0)
     errors = table.column("em_error").fill_null("").to_numpy(zero_copy_only=False)
     columns = {
         "method": table.column("method"),
@@ -220,17 +213,11 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
         "matched": matched.astype(np.int64),
         "non_numeric": non_numeric.astype(np.int64),
         "retrieved": retrieved.astype(np.int64),
-        "exe_scored": exe_scored.astype(np.int64),
-        "exe_correct": (generated & _flags(table.column("exe_acc"))).astype(np.int64),
-        "program_scored": program_scored.astype(np.int64),
-        "program_correct": (program_scored & _flags(table.column("program_acc"))).astype(np.int64),
-        "em_scored": em_scored.astype(np.int64),
-        "em_correct": (em_scored & (_values(table.column("em")) == 1)).astype(np.int64),
-        "f1_sum": np.where(em_scored, _values(table.column("f1")), 0.0),
-        **{f"error_{kind}": (em_scored & (errors == kind)).astype(np.int64) for kind in ERROR_COUNTS},
-        "routed": routed.astype(np.int64),
-        "routing_correct": (routed & _flags(table.column("routing_acc"))).astype(np.int64),
-        "routing_ndcg_sum": np.where(routed, _values(table.column("routing_ndcg3")), 0.0),
+        **{f"{rate}_trials": scored[rate].astype(np.int64) for rate in FAMILY_RATES},
+        **{f"{rate}_hits": (scored[rate] & right[rate]).astype(np.int64) for rate in FAMILY_RATES},
+        "f1_sum": np.where(scored["em"], _numbers(table.column("f1")), 0.0),
+        "routing_ndcg_sum": np.where(scored["routing_acc"], _numbers(table.column("routing_ndcg3")), 0.0),
+        **{f"error_{kind}": (scored["em"] & (errors == kind)).astype(np.int64) for kind in ERROR_COUNTS},
     }
     for metric in retrieval_metrics:
         columns[metric] = np.where(retrieved, per_query(metric, ranks), 0.0)
@@ -254,11 +241,7 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
     if records.num_rows == 0:
         return {}
     values = metric_values(records, retrieval_metrics)
-    errors = [f"error_{kind}" for kind in ERROR_COUNTS]
-    sums = ["generated", "matched", "non_numeric", "retrieved", "exe_scored", "exe_correct", "program_scored",
-            "program_correct", "em_scored",
-            "em_correct", "f1_sum", "routed", "routing_correct", "routing_ndcg_sum",
-            *errors, *retrieval_metrics]  # fmt: skip
+    sums = [c for c in values.column_names if c not in ("method", "subset")]
     grouped = values.group_by(["method", "subset"]).aggregate([("method", "count"), *((c, "sum") for c in sums)])
     totals: dict[str, dict[str, SubsetTotals]] = {}
     for r in grouped.to_pylist():
@@ -269,17 +252,11 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
             non_numeric=int(r["non_numeric_sum"]),
             retrieved=int(r["retrieved_sum"]),
             metric_sums={m: float(r[f"{m}_sum"]) for m in retrieval_metrics},
-            exe_scored=int(r["exe_scored_sum"]),
-            exe_correct=int(r["exe_correct_sum"]),
-            program_scored=int(r["program_scored_sum"]),
-            program_correct=int(r["program_correct_sum"]),
-            em_scored=int(r["em_scored_sum"]),
-            em_correct=int(r["em_correct_sum"]),
+            trials={rate: int(r[f"{rate}_trials_sum"]) for rate in FAMILY_RATES},
+            hits={rate: int(r[f"{rate}_hits_sum"]) for rate in FAMILY_RATES},
             f1_sum=float(r["f1_sum_sum"]),
-            errors={kind: int(r[f"error_{kind}_sum"]) for kind in ERROR_COUNTS},
-            routed=int(r["routed_sum"]),
-            routing_correct=int(r["routing_correct_sum"]),
             routing_ndcg_sum=float(r["routing_ndcg_sum_sum"]),
+            errors={kind: int(r[f"error_{kind}_sum"]) for kind in ERROR_COUNTS},
         )
     order = list(dict.fromkeys(records.column("method").to_pylist()))
     return {m: scorecard_from_totals(totals[m], retrieval_metrics) for m in order}
