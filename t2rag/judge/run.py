@@ -12,12 +12,10 @@ from __future__ import annotations
 import logging
 import math
 import time
-import uuid
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from t2rag.answer.extract import extract_answer
@@ -29,9 +27,10 @@ from t2rag.judge.config import JudgeConfig
 from t2rag.judge.ratings import ratings
 from t2rag.judge.verdicts import parse_verdict
 from t2rag.pipeline.manifest import read_json, write_json
+from t2rag.pipeline.records import new_part_name
 from t2rag.prompts import JUDGE_SCHEMA, PromptConfig, Prompts
-from t2rag.results.records import read_records
-from t2rag.storage import filesystem_for, join, write_bytes
+from t2rag.results.records import parquet_files, read_records
+from t2rag.storage import join, write_bytes
 
 log = logging.getLogger("t2rag.progress")
 
@@ -135,10 +134,7 @@ def judge_requests(
 
 def read_verdicts(run_dir: str) -> pa.Table:
     """Every verdict written under the run (empty when there is none)."""
-    fs, path = filesystem_for(join(run_dir, VERDICTS_DIR))
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return VERDICT_SCHEMA.empty_table()
-    files = [i.path for i in fs.get_file_info(pafs.FileSelector(path)) if i.path.endswith(".parquet")]
+    fs, files = parquet_files(run_dir, VERDICTS_DIR)
     if not files:
         return VERDICT_SCHEMA.empty_table()
     return pads.dataset(files, filesystem=fs, format="parquet", schema=VERDICT_SCHEMA).to_table()
@@ -213,26 +209,20 @@ def judge_run(
 
 def _write_block(run_dir: str, rows: pa.Table, answers: list) -> int:
     """Write the verdicts of one block's answered requests; returns how many generations failed."""
-    kept, parsed = [], []
-    for n, answer in enumerate(answers):
+    written = []
+    for row, answer in zip(rows.to_pylist(), answers, strict=True):
         if answer.error is not None:
             continue
         choice, reasoning = parse_verdict(answer.text)
-        order = rows.column("order")[n].as_py()
-        kept.append(n)
-        parsed.append({"raw_output": answer.text, "choice": choice, "winner": winner_of(choice, order),
-                       "reasoning": reasoning, "prompt_tokens": answer.prompt_tokens,
-                       "completion_tokens": answer.completion_tokens, "generation_s": answer.seconds})  # fmt: skip
-    if kept:
-        table = rows.take(pa.array(kept))
-        for name in parsed[0]:
-            table = table.set_column(table.column_names.index(name), name,
-                                     pa.array([p[name] for p in parsed], VERDICT_SCHEMA.field(name).type))  # fmt: skip
+        written.append({**row, "raw_output": answer.text, "choice": choice, "winner": winner_of(choice, row["order"]),
+                        "reasoning": reasoning, "prompt_tokens": answer.prompt_tokens,
+                        "completion_tokens": answer.completion_tokens, "generation_s": answer.seconds})  # fmt: skip
+    if written:
         buffer = pa.BufferOutputStream()
-        pq.write_table(table, buffer)
-        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
-        write_bytes(join(run_dir, VERDICTS_DIR, name), buffer.getvalue().to_pybytes())
-    return len(answers) - len(kept)
+        pq.write_table(pa.Table.from_pylist(written, schema=VERDICT_SCHEMA), buffer)
+        path = join(run_dir, VERDICTS_DIR, f"{new_part_name('judge')}.parquet")
+        write_bytes(path, buffer.getvalue().to_pybytes())
+    return len(answers) - len(written)
 
 
 def judge_config_from(
@@ -252,7 +242,5 @@ def judge_config_from(
                           "PRESET (or a judge: block in the run's config)")  # fmt: skip
     try:
         return JudgeConfig.model_validate(block)
-    except ConfigError:
-        raise
-    except ValueError as exc:
+    except ValueError as exc:  # pydantic's; a preset it cannot resolve is a ConfigError already
         raise ConfigError(f"judge: {str(exc).splitlines()[-1].strip()}") from None

@@ -101,7 +101,12 @@ def to_records(batch: pa.Table) -> pa.Table:
 
 
 def record_files(out: str) -> tuple[pafs.FileSystem, list[str]]:
-    fs, path = filesystem_for(join(out, RECORDS_DIR))
+    return parquet_files(out, RECORDS_DIR)
+
+
+def parquet_files(out: str, folder: str) -> tuple[pafs.FileSystem, list[str]]:
+    """The parquet files under a folder of a run (local or `s3://`), sorted; none when the folder is missing."""
+    fs, path = filesystem_for(join(out, folder))
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
         return fs, []
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))

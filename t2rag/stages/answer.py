@@ -131,11 +131,12 @@ class ParseAnswers(Stage):
         if scored:
             parsed.update(answer_scores(cols["prediction"], cols["formula"], references,
                                         column(batch, "original_answer"), column(batch, "program")))  # fmt: skip
+        else:
+            parsed.update({name: pa.nulls(batch.num_rows, dtype) for name, dtype in ANSWER_SCORE_TYPES.items()})
         outcome = pa.nulls(batch.num_rows, pa.string())
         if scored and "method" in batch.column_names:
             rows = with_columns(batch, parsed)
             if "gold_rank" not in rows.column_names:
                 rows = rows.append_column("gold_rank", pa.nulls(batch.num_rows, pa.int32()))
             outcome = outcomes(rows, self.config.retrieval.k, readers_of(rows.column("method").to_pylist()))
-        unscored = {n: pa.nulls(batch.num_rows, t) for n, t in ANSWER_SCORE_TYPES.items() if n not in parsed}
-        return with_columns(batch, {**parsed, **unscored, "outcome": outcome})
+        return with_columns(batch, {**parsed, "outcome": outcome})
