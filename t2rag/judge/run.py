@@ -113,22 +113,25 @@ def judge_requests(
         max_tokens=prompts.config.judge_max_tokens,
         json_schema=JUDGE_SCHEMA if config.judge.constrained_json else None,
     )
+    texts = {key: answer_text(r["prediction"], r["formula"], r["raw_output"])
+             for key, r in by_key.items() if key[0] in (*methods, config.baseline)}  # fmt: skip
+    judged = sorted((key for key in by_key if key[0] in methods), key=lambda key: methods.index(key[0]))  # stable
     rows, requests = [], []
     orders = ORDERS if config.both_orders else ORDERS[:1]
-    for method in methods:
-        for (m, subset, qid), mine in by_key.items():
-            theirs = by_key.get((config.baseline, subset, qid))
-            if m != method or theirs is None or (subset, qid) not in gold:
-                continue
-            question, original, value = gold[(subset, qid)]
-            texts = [answer_text(r["prediction"], r["formula"], r["raw_output"]) for r in (mine, theirs)]
-            for order in orders:
-                first, second = texts if order == "method_first" else texts[::-1]
-                request = ChatRequest(prompts.judge(question, reference_text(original, value), first, second), params)
-                requests.append(request)
-                rows.append({"id": qid, "subset": subset, "method": method, "baseline": config.baseline,
-                             "judge": config.judge.name, "order": order, "prompt_hash": request.prompt_hash(),
-                             "nm_method": mine["number_match"], "nm_baseline": theirs["number_match"]})  # fmt: skip
+    for method, subset, qid in judged:
+        baseline = (config.baseline, subset, qid)
+        if baseline not in by_key or (subset, qid) not in gold:
+            continue
+        question, original, value = gold[(subset, qid)]
+        pair = [texts[(method, subset, qid)], texts[baseline]]
+        for order in orders:
+            first, second = pair if order == "method_first" else pair[::-1]
+            request = ChatRequest(prompts.judge(question, reference_text(original, value), first, second), params)
+            requests.append(request)
+            rows.append({"id": qid, "subset": subset, "method": method, "baseline": config.baseline,
+                         "judge": config.judge.name, "order": order, "prompt_hash": request.prompt_hash(),
+                         "nm_method": by_key[(method, subset, qid)]["number_match"],
+                         "nm_baseline": by_key[baseline]["number_match"]})  # fmt: skip
     return pa.Table.from_pylist(rows, schema=VERDICT_SCHEMA), requests
 
 
