@@ -26,7 +26,7 @@ from t2rag.errors import ConfigError
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.registry import as_spec, resolve_generator
 from t2rag.judge.config import JudgeConfig
-from t2rag.methods import get_method, is_method
+from t2rag.methods import get_method
 from t2rag.prompts import PromptConfig
 from t2rag.retrieval.config import RetrievalConfig
 
@@ -177,12 +177,14 @@ class RunConfig(BaseModel):
     def _known_methods(cls, methods: list[str]) -> list[str]:
         if not methods:
             raise ValueError("no method named")
-        unknown = [m for m in methods if not is_method(m)]
-        if unknown:
+        why: dict[str, str] = {}
+        for name in methods:
             try:
-                get_method(unknown[0])
+                get_method(name)
             except ValueError as exc:
-                raise ValueError(f"unknown method(s) {unknown}: {exc}") from None
+                why[name] = str(exc)
+        if why:
+            raise ValueError(f"unknown method(s) {list(why)}: {next(iter(why.values()))}")
         if len(set(methods)) != len(methods):
             raise ValueError("methods are listed more than once")
         return methods
