@@ -4,7 +4,10 @@ year, or elsewhere; and how many golds are outside the top 10.
 
 Usage (a retrieval-only run first; nothing here is fitted):
     t2rag eval --retrieval-only --methods bm25_meta --out runs/misses
-    python bench/retrieval_misses.py runs/misses [--method bm25_meta] [--data SOURCE]
+    python bench/retrieval_misses.py runs/misses [--method bm25_meta] [--data SOURCE] [--distractors SOURCE]
+
+A run made with `data.distractors` searched each subset's contexts joined by the distractors: pass the same source
+as `--distractors` so the pages ranked first are found.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections import Counter
 import pyarrow.compute as pc
 
 from t2rag.data import build_corpora, load_questions
+from t2rag.data.distractors import extend, load_distractors
 from t2rag.results.records import read_records
 
 KINDS = ("another page of the same report", "another year's report of the company", "elsewhere")
@@ -31,9 +35,13 @@ def main() -> None:
     parser.add_argument("run")
     parser.add_argument("--method", default="bm25_meta")
     parser.add_argument("--data", default=None)
+    parser.add_argument("--distractors", default=None, help="the run's data.distractors source, if it had one")
     args = parser.parse_args()
     questions = load_questions(args.data)
     corpora = build_corpora(questions)
+    if args.distractors:
+        distractors = load_distractors(args.distractors)
+        corpora = {name: extend(corpus, distractors) for name, corpus in corpora.items()}
     gold_of = dict(zip(questions.table.column("id").to_pylist(), questions.table.column("context_id").to_pylist(),
                        strict=True))  # fmt: skip
     records = read_records(args.run)
