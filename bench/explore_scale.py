@@ -30,11 +30,11 @@ import pyarrow.compute as pc
 from t2rag.config import load_config
 from t2rag.methods import PAPER_METHODS
 from t2rag.pipeline.local import run_local
-from t2rag.pipeline.records import write_records
 from t2rag.resources import Resources
 from t2rag.results.explore.app import make_server
 from t2rag.results.explore.index import load_run
-from t2rag.results.records import read_records, to_records
+from t2rag.run_folder.files import read_records, write_records
+from t2rag.run_folder.records import to_records
 from t2rag.stages import built
 from t2rag.stages.base import run_chain
 

@@ -4,17 +4,19 @@
 
 Every `import` and `from ... import` of a project module in t2rag/, ray_jobs/ and serve/ is an edge, at module level
 or inside a function (a deferred import still ties the two modules together). A circle is a strongly connected
-set of two or more modules. Layers, lowest first (a module may import from its own layer and those below):
+set of two or more modules; a package circle is one between t2rag's subpackages and root modules, each taken as
+one unit (`t2rag.pipeline` importing `t2rag.results` and `t2rag.results` importing `t2rag.pipeline` is one, whichever
+modules the edges join). Layers, lowest first (a module may import from its own layer and those below):
 
 0 foundations: errors, storage, progress, model_loads, model_access, quiet, jsonl, tokenize
-1 data and text: data, answer, metrics, reference, rates; the record format and the numbers made of records
-  (results.records, results.numbers, results.outcomes, results.significance)
+1 data and text: data, answer, metrics, reference, routing
 2 engines: generation, retrieval
-3 run settings and corpus-side steps: prompts, methods, config, summaries
+3 run settings, corpus-side steps and the run folder: prompts, methods, config, summaries, the judge's settings,
+  verdicts and ratings, run_folder (a run's files, its records, outcomes and scorecards), estimate.rates
 4 the per-process hub: resources
-5 stages
-6 the run and what is made of it: pipeline, workload, fusion_fit, config_reference, calibrate, results (report,
-  findings, compare, export, scoring, plots, tables, explore)
+5 stages (and the work a run has left, stages.work)
+6 the estimate, the run and what is made of it: estimate, pipeline, fusion_fit, config_reference, results (report,
+  findings, compare, export, scoring, significance, plots, tables, explore), judge
 7 front ends: ray_jobs, serve
 8 the command line: cli (the one `t2rag` command dispatches to every front end)
 """
@@ -30,17 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("t2rag", "ray_jobs", "serve")
 LAYERS: list[tuple[str, ...]] = [
     ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.model_loads", "t2rag.model_access", "t2rag.quiet",
-     "t2rag.jsonl",
-     "t2rag.tokenize", "t2rag.timing"),
-    ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.rates", "t2rag.results.records",
-     "t2rag.results.numbers", "t2rag.results.outcomes", "t2rag.results.significance", "t2rag.routing"),
+     "t2rag.jsonl", "t2rag.tokenize"),
+    ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.routing"),
     ("t2rag.generation", "t2rag.retrieval"),
     ("t2rag.prompts", "t2rag.methods", "t2rag.config", "t2rag.summaries", "t2rag.judge.config", "t2rag.judge.verdicts",
-     "t2rag.judge.ratings"),
+     "t2rag.judge.ratings", "t2rag.run_folder", "t2rag.estimate.rates"),
     ("t2rag.resources",),
     ("t2rag.stages",),
-    ("t2rag.pipeline", "t2rag.workload", "t2rag.fusion_fit", "t2rag.config_reference", "t2rag.calibrate",
-     "t2rag.results", "t2rag.judge"),
+    ("t2rag.estimate", "t2rag.pipeline", "t2rag.fusion_fit", "t2rag.config_reference", "t2rag.results", "t2rag.judge"),
     ("ray_jobs", "serve"),
     ("t2rag.cli",),
 ]  # fmt: skip
@@ -123,6 +122,23 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def unit(name: str) -> str:
+    """The subpackage or root module of t2rag a module belongs to (`t2rag.results.report` -> `t2rag.results`);
+    a front end's modules are their package."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[0] == "t2rag" else parts[0]
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph with every module merged into its unit (`unit`), edges inside a unit dropped."""
+    out: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        for b in targets:
+            if unit(a) != unit(b):
+                out.setdefault(unit(a), set()).add(unit(b))
+    return out
+
+
 def analyse(root: Path = ROOT) -> dict:
     modules = project_modules(root)
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
@@ -134,8 +150,8 @@ def analyse(root: Path = ROOT) -> dict:
     )
     unlayered = sorted(name for name in modules if name not in PACKAGES and layer(name) == len(LAYERS))
     lines = {pkg: sum(len(p.read_text().splitlines()) for p in (root / pkg).rglob("*.py")) for pkg in PACKAGES}
-    return {"modules": len(modules), "circles": circles(graph), "climbs": climbs, "unlayered": unlayered,
-            "lines": lines}  # fmt: skip
+    return {"modules": len(modules), "circles": circles(graph), "package_circles": circles(unit_graph(graph)),
+            "climbs": climbs, "unlayered": unlayered, "lines": lines}  # fmt: skip
 
 
 def main() -> None:
@@ -150,6 +166,9 @@ def main() -> None:
     print(f"{result['modules']} modules; lines: " + ", ".join(f"{k} {v:,}" for k, v in result["lines"].items()))
     print(f"\n{len(result['circles'])} circle(s):")
     for group in result["circles"]:
+        print("  " + " <-> ".join(group))
+    print(f"\n{len(result['package_circles'])} package circle(s):")
+    for group in result["package_circles"]:
         print("  " + " <-> ".join(group))
     print(f"\n{len(result['climbs'])} upward import(s):")
     for climb in result["climbs"]:

@@ -98,20 +98,20 @@ MUTATIONS = [
     ),
     Mutation(
         "workload: summarization's answers read k whole contexts instead of k summaries",
-        (("t2rag/workload.py", 'each = summary_chars if method.reader == "retrieved_summary" else clipped[subset]',
+        (("t2rag/estimate/workload.py", 'each = summary_chars if method.reader == "retrieved_summary" else clipped[subset]',
           "each = clipped[subset]"),),
-        ("tests/test_workload.py::test_summarization_reads_k_summaries_and_summaries_read_each_context",),
+        ("tests/estimate/test_workload.py::test_summarization_reads_k_summaries_and_summaries_read_each_context",),
     ),
     Mutation(
         "workload: HyDE prompts counted without their template",
         (("t2rag/stages/hyde.py", "return n * (chars_of(prompts.hyde(STAND_IN)) - len(STAND_IN)) + question_chars,",
           "return question_chars,"),),
-        ("tests/test_workload.py::test_hyde_documents_are_counted_from_their_real_prompts",),
+        ("tests/estimate/test_workload.py::test_hyde_documents_are_counted_from_their_real_prompts",),
     ),
     Mutation(
         "workload: contexts counted whole, not cut to max_context_chars",
-        (("t2rag/workload.py", "prompts.shown_length(len(t)) for t in texts", "len(t) for t in texts"),),
-        ("tests/test_workload.py::test_contexts_are_counted_as_clipped_by_max_context_chars",),
+        (("t2rag/estimate/workload.py", "prompts.shown_length(len(t)) for t in texts", "len(t) for t in texts"),),
+        ("tests/estimate/test_workload.py::test_contexts_are_counted_as_clipped_by_max_context_chars",),
     ),
     Mutation(
         "paper reference: a one-point typo no weighted average reveals (ConvFinQA 47.4 -> 48.4)",
@@ -187,10 +187,10 @@ MUTATIONS = [
     ),
     Mutation(
         "outcomes: the gap to the oracle over the method's questions instead of those both answered",
-        (("t2rag/results/outcomes.py", "common = sorted(mine.keys() & theirs.keys())", "common = sorted(mine.keys())"),
-         ("t2rag/results/outcomes.py", 'o = np.asarray([theirs[i] for i in common], dtype=object) == "correct"',
+        (("t2rag/run_folder/outcomes.py", "common = sorted(mine.keys() & theirs.keys())", "common = sorted(mine.keys())"),
+         ("t2rag/run_folder/outcomes.py", 'o = np.asarray([theirs[i] for i in common], dtype=object) == "correct"',
           'o = np.asarray([theirs.get(i) for i in common], dtype=object) == "correct"')),
-        ("tests/results/test_outcomes.py::test_the_gap_counts_only_questions_both_answered",),
+        ("tests/run_folder/test_outcomes.py::test_the_gap_counts_only_questions_both_answered",),
     ),
     Mutation(
         "explore: a page of the question list sliced offset:limit",

@@ -45,7 +45,7 @@ def run(data: Path, out: Path, generator: str | dict, reuse: bool, prompts: dict
     counts and predictions."""
     from t2rag.config import load_config
     from t2rag.pipeline.local import run_local
-    from t2rag.results.records import read_records
+    from t2rag.run_folder.files import read_records
 
     spec = generator if isinstance(generator, dict) else {"preset": generator}
     config = load_config(

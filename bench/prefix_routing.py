@@ -51,7 +51,7 @@ def run_prompts(methods: list[str]) -> tuple[list[list[dict[str, str]]], list[li
     from t2rag.data.load import load_questions
     from t2rag.pipeline.local import run_local
     from t2rag.prompts import Prompts
-    from t2rag.results.records import read_records
+    from t2rag.run_folder.files import read_records
 
     questions = load_questions()
     corpora = build_corpora(questions)

@@ -6,7 +6,8 @@
 
 Time: every retriever is indexed first (reusing cached tables; index time is not a per-question cost), then each
 subset's questions are searched as one block, `--rounds` times, the methods taking turns in every round so that a
-busy spell of the machine falls on all of them alike, each call with the garbage collector off (`t2rag.timing`).
+busy spell of the machine falls on all of them alike, each call with the garbage collector off
+(`t2rag.progress.call_seconds`).
 Reported per method: milliseconds per question for embedding the questions (dense methods; on a GPU actor pool
 this is what a cluster pays per question), for the search itself, and both together (medians of the rounds), each
 as a ratio to BM25's: the median over rounds of the ratio within the round, so that a slow round weighs on both
@@ -35,9 +36,9 @@ import time
 from t2rag.data import build_corpora, load_questions
 from t2rag.data.distractors import extend, synthetic_contexts
 from t2rag.methods import get_method
+from t2rag.progress import call_seconds
 from t2rag.retrieval import QueryBlock, RetrievalConfig, build_retriever
 from t2rag.retrieval.embedder import EmbedderConfig, make_embedder
-from t2rag.timing import seconds
 
 METHODS = "bm25,bm25_numeric,bm25_meta,bm25_page,bm25_focus,chunked,hybrid_chunked,hybrid_meta"
 
@@ -72,7 +73,7 @@ def timings(args, methods: list[str]) -> dict:
             retriever.index(corpus)
             if retriever.needs_query_vectors and vectors is None:  # embedded once per subset, for every dense method
                 embedder.embed_queries(texts[:32])  # warm-up
-                embed_runs = [seconds(lambda t=texts: embedder.embed_queries(t)) for _ in range(args.rounds)]
+                embed_runs = [call_seconds(lambda t=texts: embedder.embed_queries(t)) for _ in range(args.rounds)]
                 vectors = embedder.embed_queries(texts)
             if retriever.needs_query_vectors:
                 rows[method]["embed_s"] += statistics.median(embed_runs)
@@ -83,7 +84,7 @@ def timings(args, methods: list[str]) -> dict:
         runs: dict[str, list[float]] = {m: [] for m in methods}
         for _ in range(args.rounds):
             for method, (retriever, block) in blocks.items():
-                runs[method].append(seconds(lambda r=retriever, b=block: r.search(b, 3)))
+                runs[method].append(call_seconds(lambda r=retriever, b=block: r.search(b, 3)))
         for method in methods:
             rows[method]["search_s"] += statistics.median(runs[method])
             searched[method] = [a + b for a, b in zip(searched[method], runs[method], strict=True)]

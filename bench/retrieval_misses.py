@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from t2rag.data import build_corpora, load_questions
 from t2rag.data.distractors import extend, load_distractors
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 
 KINDS = ("another page of the same report", "another year's report of the company", "elsewhere")
 

@@ -2,7 +2,7 @@
 
     python -m ray_jobs.evaluate --config configs/paper_table3.yaml        (also: t2rag eval --runner ray)
 
-The core plans the work (t2rag.pipeline.plan) and each group of rows streams through its method's core stages,
+The core plans the work (t2rag.stages.work) and each group of rows streams through its method's core stages,
 placed by ray_jobs.placement: query embedding on GPU actors, retrieval in actors holding the LanceDB tables and BM25
 matrices, reranking, prompts, generation and parsing. Groups of different methods share the pools of the stages they
 have in common (one embedding pool, one retrieval pool per kind of row). Every generation of the run (context
@@ -32,16 +32,16 @@ from ray_jobs.preflight import pools_of, require_fit
 from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
 from t2rag.errors import T2RagError, first_line
+from t2rag.estimate.plan_vs_run import plan_of_run
 from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.model_check import require_models
-from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
-from t2rag.pipeline.planned import plan_of_run
-from t2rag.pipeline.records import done_keys, to_answer_inputs
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import StageLog
 from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
-from t2rag.results.records import RECORDS_DIR, to_records
+from t2rag.run_folder.files import RECORDS_DIR, done_keys
+from t2rag.run_folder.records import to_answer_inputs, to_records
+from t2rag.stages.work import WorkGroup, plan_work, split_chain
 from t2rag.storage import join
 
 log = logging.getLogger("t2rag.progress")

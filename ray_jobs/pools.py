@@ -14,7 +14,7 @@ from ray_jobs.generator_service import generator_placement
 from ray_jobs.placement import Step, actor_kind, shared_chain, steps, with_cpu_tokenizing
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL, get_method
-from t2rag.pipeline.plan import WorkGroup, split_chain
+from t2rag.stages.work import WorkGroup, split_chain
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 will take. `t2rag plan` prints it; `t2rag eval --runner ray` and `ray_jobs.evaluate` check the fit against the
 cluster they run on before loading any model or building any index.
 
-Nothing here loads a model: the work comes from the core plan and the data (`t2rag.workload`), the pools from the
-functions that place them (`ray_jobs.pools`), the cluster from Ray (`capacity.live_nodes`) or a launcher file
-(`cluster_file.nodes_of`), and the estimate from throughputs with named sources (`t2rag.rates`).
+Nothing here loads a model: the work comes from the core plan and the data (`t2rag.estimate.workload`), the pools
+from the functions that place them (`ray_jobs.pools`), the cluster from Ray (`capacity.live_nodes`) or a launcher file
+(`cluster_file.nodes_of`), and the estimate from throughputs with named sources (`t2rag.estimate.rates`).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from ray_jobs.capacity import Fit, Node, describe, fit, live_nodes, totals
 from ray_jobs.pools import PoolSpec, run_pools
 from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
-from t2rag.judge.plan import JudgePlan, plan_judge
+from t2rag.estimate.judging import JudgePlan, plan_judge
+from t2rag.estimate.rates import Rates, load_rates
+from t2rag.estimate.workload import Workload, planned_workload
 from t2rag.methods import get_method
 from t2rag.pipeline.model_check import ModelNeed, needed_models
-from t2rag.pipeline.plan import WorkGroup, plan_work
-from t2rag.rates import Rates, load_rates
 from t2rag.resources import Resources
 from t2rag.results.tables import markdown_table
-from t2rag.workload import Workload, planned_workload
+from t2rag.stages.work import WorkGroup, plan_work
 
 #: The launcher writes the cluster file here on the head; a driver there (`ray job submit`) plans against the
 #: largest cluster the autoscaler may start, not only the nodes up now.

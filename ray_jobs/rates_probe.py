@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from ray_jobs.common import ray_session
 from t2rag.config import RunConfig
+from t2rag.estimate.rates import Rates
 from t2rag.generation.registry import engine_of
-from t2rag.rates import Rates
 
 
 def measure_on_cluster(config: RunConfig) -> Rates:
-    """`t2rag.calibrate.measure_rates` in a task placed like one generator replica."""
+    """`t2rag.estimate.calibrate.measure_rates` in a task placed like one generator replica."""
     import ray
 
-    from t2rag.calibrate import measure_rates
+    from t2rag.estimate.calibrate import measure_rates
 
     placement = engine_of(config.generator).placement(config.generator)
     options: dict = {"num_cpus": placement.cpus, "num_gpus": placement.gpus}

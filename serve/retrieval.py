@@ -3,7 +3,7 @@ loaded corpus.
 
 The requests queued together are ranked as one batch (the ingress keeps one queue per stage chain, see
 serve/batcher.py); `rank` groups any batch by its methods' stage chains as the batch runners groups its work
-(t2rag.pipeline.plan), so the dense methods share one query-encoder call and each (method, corpus, k) is one block
+(t2rag.stages.work), so the dense methods share one query-encoder call and each (method, corpus, k) is one block
 search. A separate embedder and one retriever deployment per method would cost two extra Serve hops per request,
 each about as much CPU as a whole trivial route (docs/performance.md); here a request costs one hop.
 """

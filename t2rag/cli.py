@@ -242,12 +242,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_judge(args: argparse.Namespace) -> int:
     from t2rag.judge.ratings import ratings_table
     from t2rag.judge.run import judge_config_from, judge_run
-    from t2rag.pipeline.manifest import read_json
     from t2rag.prompts import PromptConfig
     from t2rag.results.tables import markdown_table
+    from t2rag.run_folder.files import read_manifest
 
     logging.getLogger("t2rag.progress").setLevel(logging.INFO)
-    manifest = read_json(args.run_dir, "manifest.json") or {}
+    manifest = read_manifest(args.run_dir) or {}
     settings = manifest.get("config") or {}
     if args.config:
         from t2rag.config import load_config
@@ -342,8 +342,8 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
 
 
 def cmd_rates_measure(args: argparse.Namespace) -> int:
-    from t2rag.calibrate import embeds, write_rates
     from t2rag.config import load_config
+    from t2rag.estimate.calibrate import embeds, write_rates
 
     overrides = data_overrides(args)
     if args.generator:
@@ -354,7 +354,7 @@ def cmd_rates_measure(args: argparse.Namespace) -> int:
 
         rates = measure_on_cluster(config)
     else:
-        from t2rag.calibrate import measure_rates
+        from t2rag.estimate.calibrate import measure_rates
 
         rates = measure_rates(config)
     write_rates(rates, args.out)

@@ -119,7 +119,7 @@ class EstimateConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     #: Characters per generator token: the paper's Table 2 mean Llama 3.3 tokens per context over the same
-    #: contexts' mean characters (t2rag.workload).
+    #: contexts' mean characters (t2rag.estimate.workload).
     chars_per_token: float = Field(4.71, gt=0)
     #: Output tokens of one answer; None: the generator's entry in the rates file.
     answer_tokens: int | None = Field(None, ge=1)

@@ -28,11 +28,11 @@ from t2rag.config import RunConfig
 from t2rag.data.corpus import Corpus
 from t2rag.errors import ConfigError
 from t2rag.methods import get_method
+from t2rag.progress import call_seconds
 from t2rag.resources import Resources
 from t2rag.retrieval.base import Retriever
 from t2rag.retrieval.config import build_retriever, fused_retriever
 from t2rag.retrieval.fused import FUSED_METHODS, FusionWeights
-from t2rag.timing import seconds
 
 #: L2 penalty on the raw weights (whose scale is the softmax's inverse temperature), per question.
 L2_PENALTY = 1e-3
@@ -193,8 +193,8 @@ def search_seconds(retrievers: list[Retriever], corpus: Corpus, questions: list[
 
 
 def timed_search(retriever: Retriever, questions: list[str]) -> float:
-    """Seconds one search of the questions takes (`t2rag.timing.seconds`: the garbage collector off)."""
-    return seconds(lambda: retriever.search(questions, 3))
+    """Seconds one search of the questions takes (`t2rag.progress.call_seconds`: the garbage collector off)."""
+    return call_seconds(lambda: retriever.search(questions, 3))
 
 
 def fit_fusion(config: RunConfig, methods: list[str] | None = None) -> list[FitResult]:

@@ -36,7 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
 #: The test modules that start Ray (a local cluster, Serve, a Ray job): with pytest-xdist (`make test-fast` runs two
 #: workers) they all run in one worker, one after another, so two Ray clusters never run at once.
 RAY_TESTS = ("tests/ray_jobs/", "tests/serve/", "tests/generation/test_toy_engine.py",
-             "tests/generation/test_vllm_cpu.py", "tests/test_calibrate.py")  # fmt: skip
+             "tests/generation/test_vllm_cpu.py", "tests/estimate/test_calibrate.py")  # fmt: skip
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -2,7 +2,7 @@
 
 from t2rag.answer.extract import ParsedAnswer, extract_answer
 from t2rag.answer.formula import FormulaError, evaluate_formula
-from t2rag.answer.numbers import parse_number
+from t2rag.answer.numerals import parse_number
 from t2rag.answer.predict import Prediction, predict, predict_value
 
 __all__ = [

@@ -19,7 +19,7 @@ arguments each): ``add``, ``subtract``, ``multiply``, ``divide``, ``exp`` (power
 markdown tables in ``table``; the row name is taken verbatim up to the last top-level comma.
 Parentheses always group: ``(1,234)`` in a formula is 1234, not an accounting negative.
 
-Numbers are anything :func:`t2rag.answer.numbers.parse_number` accepts apart from a sign
+Numbers are anything :func:`t2rag.answer.numerals.parse_number` accepts apart from a sign
 (unary minus does that): ``12.5%``, ``$ 5``, ``3.2 million``, ``1e-3``, ``1,234``.
 
 Comma rule: a comma is a thousands separator only when it follows a leading group of 1-3
@@ -40,7 +40,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from t2rag.answer.numbers import magnitude_pattern, magnitude_value, normalise_text
+from t2rag.answer.numerals import magnitude_pattern, magnitude_value, normalise_text
 from t2rag.answer.table import find_row_values
 
 __all__ = [

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from t2rag.answer.extract import extract_answer
 from t2rag.answer.formula import evaluate_formula
-from t2rag.answer.numbers import parse_number
+from t2rag.answer.numerals import parse_number
 
 __all__ = ["SOURCES", "Prediction", "predict", "predict_value"]
 

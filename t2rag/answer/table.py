@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import lru_cache
 
-from t2rag.answer.numbers import parse_number
+from t2rag.answer.numerals import parse_number
 
 __all__ = ["cell_value", "find_row_values", "iter_table_rows"]
 

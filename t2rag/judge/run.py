@@ -26,10 +26,8 @@ from t2rag.generation.registry import build_generator, engine_of
 from t2rag.judge.config import JudgeConfig
 from t2rag.judge.ratings import ratings
 from t2rag.judge.verdicts import parse_verdict
-from t2rag.pipeline.manifest import read_json, write_json
-from t2rag.pipeline.records import new_part_name
 from t2rag.prompts import JUDGE_SCHEMA, PromptConfig, Prompts
-from t2rag.results.records import parquet_files, read_records
+from t2rag.run_folder.files import MANIFEST_FILE, new_part_name, parquet_files, read_manifest, read_records, write_json
 from t2rag.storage import join, write_bytes
 
 log = logging.getLogger("t2rag.progress")
@@ -164,9 +162,9 @@ def judge_run(
 ) -> dict:
     """Ask what no verdict of the run holds yet, then rate every judged method; returns (and writes) the ratings.
     `data` overrides where the run's questions are read from."""
-    manifest = read_json(run_dir, "manifest.json")
+    manifest = read_manifest(run_dir)
     if manifest is None and data is None:
-        raise InputError(f"{run_dir}: no manifest.json; pass --data to say where its questions are")
+        raise InputError(f"{run_dir}: no {MANIFEST_FILE}; pass --data to say where its questions are")
     chosen = ((manifest or {}).get("config") or {}).get("data") or {}
     questions = load_questions(data or chosen.get("source"), chosen.get("subsets"), chosen.get("split"))
     prompts = Prompts(prompt_config or PromptConfig())

@@ -42,7 +42,7 @@ from decimal import Decimal, InvalidOperation, localcontext
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from t2rag.answer.numbers import parse_scaled
+from t2rag.answer.numerals import parse_scaled
 
 #: The error kinds of `em_error`.
 ERROR_KINDS = ("scale", "sign", "scale_sign")

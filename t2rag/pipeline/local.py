@@ -10,20 +10,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.estimate.plan_vs_run import plan_of_run
 from t2rag.generation.prefix import prefix_order
 from t2rag.generation.registry import engine_of
 from t2rag.methods import ANSWER_TAIL
 from t2rag.model_loads import loads, loads_since
 from t2rag.pipeline.model_check import require_models
-from t2rag.pipeline.plan import WorkGroup, plan_work, split_chain
-from t2rag.pipeline.planned import plan_of_run
-from t2rag.pipeline.records import done_keys, new_part_name, to_answer_inputs, write_records
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import Progress, StageLog
 from t2rag.resources import Resources
-from t2rag.results.records import to_records
+from t2rag.run_folder.files import done_keys, new_part_name, write_records
+from t2rag.run_folder.records import to_answer_inputs, to_records
 from t2rag.stages import STAGES, Stage
 from t2rag.stages.base import run_chain
+from t2rag.stages.work import WorkGroup, plan_work, split_chain
 
 log = logging.getLogger(__name__)
 

@@ -19,14 +19,21 @@ import pyarrow.compute as pc
 from t2rag.config import RunConfig
 from t2rag.data import QuestionSet
 from t2rag.errors import ConfigError, InputError, T2RagError, first_line, permanent_error
+from t2rag.estimate.plan_vs_run import against_run
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
-from t2rag.pipeline.manifest import RESULT_FILE, build_manifest, read_json, write_json
-from t2rag.pipeline.planned import against_run
-from t2rag.pipeline.records import count_failed, done_keys, release_failed
 from t2rag.progress import StageLog
-from t2rag.results.numbers import METRIC_COLUMNS, USAGE_COLUMNS, generation_usage, scorecards_of
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import (
+    count_failed,
+    done_keys,
+    read_manifest,
+    read_records,
+    release_failed,
+    write_manifest,
+    write_result,
+)
+from t2rag.run_folder.manifest import build_manifest
+from t2rag.run_folder.scorecards import METRIC_COLUMNS, USAGE_COLUMNS, generation_usage, scorecards_of
 from t2rag.stages.route import require_two_subsets
 from t2rag.storage import filesystem_for, is_s3
 
@@ -47,7 +54,7 @@ def check_methods(config: RunConfig) -> None:
 def prepare_out(config: RunConfig, overwrite: bool) -> None:
     """Allow resuming a run of the same config; refuse (or, with overwrite, clear) results of another config."""
     try:
-        previous = read_json(config.out, "manifest.json")
+        previous = read_manifest(config.out)
     except InputError as exc:
         if not overwrite:
             raise ConfigError(f"{exc}; pass --overwrite to start this run again") from None
@@ -63,7 +70,7 @@ def prepare_out(config: RunConfig, overwrite: bool) -> None:
         else:
             shutil.rmtree(config.out, ignore_errors=True)
     # Claim the folder before any record is written, so a killed run can only be resumed by the same config.
-    write_json(config.out, "manifest.json", {"fingerprint": config.fingerprint(), "config": config.model_dump()})
+    write_manifest(config.out, {"fingerprint": config.fingerprint(), "config": config.model_dump()})
 
 
 @contextmanager
@@ -170,11 +177,11 @@ def finish_run(
     plan: dict | None = None,
     **manifest_extra: object,
 ) -> dict:
-    """Score the records, write result.json and manifest.json, and return the result. `data` describes
+    """Score the records, write the run folder's result and manifest, and return the result. `data` describes
     what was evaluated (`Resources.data_description`); both files carry it, with how the attempts went (rows
     retried, rows still failed) and how many times each model was loaded. The result's `generation` gives the
     prompt tokens per method and subset and the share the engine reused (`generation_usage`); `plan_vs_run` sets
-    the plan of the rows the run started with (`t2rag.pipeline.planned.plan_of_run`) beside what it did."""
+    the plan of the rows the run started with (`t2rag.estimate.plan_vs_run.plan_of_run`) beside what it did."""
     columns = [*METRIC_COLUMNS, *USAGE_COLUMNS, "id", "completion_tokens", "generation_s"]
     records = run_records(config, list(dict.fromkeys(columns)))
     with log.stage("score", records.num_rows):
@@ -191,11 +198,11 @@ def finish_run(
         "completion": int(pc.sum(records.column("completion_tokens")).as_py() or 0),
         "cached_prompt": int(pc.sum(records.column("cached_prompt_tokens")).as_py() or 0),
     }
-    write_json(config.out, RESULT_FILE, result)
+    write_result(config.out, result)
     manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)
     manifest.update(runner=runner, data=data, attempts=result["attempts"], model_loads=result["model_loads"])
     if plan:
         manifest["plan"] = {k: v for k, v in plan.items() if k != "keys"}
     manifest.update(manifest_extra)
-    write_json(config.out, "manifest.json", manifest)
+    write_manifest(config.out, manifest)
     return result

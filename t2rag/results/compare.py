@@ -14,10 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.errors import InputError
-from t2rag.pipeline.manifest import read_json
-from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS
-from t2rag.results.records import read_records
 from t2rag.results.significance import ANSWER_METRICS, ROUTING_METRICS, Difference, compare
+from t2rag.run_folder.files import read_manifest, read_records
+from t2rag.run_folder.scorecards import DEFAULT_RETRIEVAL_METRICS
 
 #: Every metric a scorecard has, in its order.
 METRICS = (*ANSWER_METRICS, *DEFAULT_RETRIEVAL_METRICS, *ROUTING_METRICS)
@@ -51,7 +50,7 @@ def load_side(spec: str) -> Side:
     records = read_records(run, _COLUMNS)
     if records.num_rows == 0:
         raise InputError(f"{run}: no records found under {run}/records")
-    side = Side(run, method, records, read_json(run, "manifest.json"))
+    side = Side(run, method, records, read_manifest(run))
     if method is not None and method not in side.methods:
         raise InputError(f"{run}: no records of method '{method}' (it has {', '.join(side.methods)})")
     return side

@@ -20,8 +20,7 @@ import pyarrow.compute as pc
 from t2rag.data import QuestionSet, load_questions
 from t2rag.errors import InputError
 from t2rag.jsonl import dump_objects
-from t2rag.pipeline.manifest import read_json
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import MANIFEST_FILE, read_manifest, read_records
 from t2rag.storage import write_bytes
 
 LEADERBOARD_FIELDS = ("id", "subset", "context_id", "prediction")
@@ -40,9 +39,9 @@ class Export:
 
 def run_questions(run_dir: str) -> QuestionSet:
     """The question set a run was evaluated on, read again from the data its manifest names."""
-    manifest = read_json(run_dir, "manifest.json")
+    manifest = read_manifest(run_dir)
     if manifest is None or "config" not in manifest:
-        raise InputError(f"{run_dir}: no manifest.json with the run's config (is this a run directory?)")
+        raise InputError(f"{run_dir}: no {MANIFEST_FILE} with the run's config (is this a run directory?)")
     data = manifest["config"].get("data") or {}
     return load_questions(data.get("source"), data.get("subsets"), data.get("split"))
 

@@ -10,11 +10,11 @@ import pyarrow as pa
 
 from t2rag.methods import readers_of
 from t2rag.reference import PaperReference
-from t2rag.results.numbers import NM_INTERVAL, ordered_subsets
-from t2rag.results.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
 from t2rag.results.plots import plot_number_match
 from t2rag.results.significance import ALL_SUBSETS, Difference, pairwise, significant
 from t2rag.results.tables import markdown_table
+from t2rag.run_folder.outcomes import OUTCOMES, oracle_gap, outcome_counts, with_outcomes
+from t2rag.run_folder.scorecards import NM_INTERVAL, ordered_subsets
 
 #: The metrics the report tests between every pair of methods.
 TESTED_METRICS = ("number_match", "em", "f1", "exe_acc", "program_acc", "mrr@3", "recall@3", "routing_acc")

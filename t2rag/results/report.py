@@ -23,12 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.errors import InputError
+from t2rag.estimate.plan_vs_run import plan_table
 from t2rag.judge.ratings import ratings_table
 from t2rag.judge.run import RATINGS_FILE
 from t2rag.methods import METHODS, PAPER_METHODS, ROUTERS
 from t2rag.metrics.retrieval import per_query
-from t2rag.pipeline.manifest import read_json, read_result
-from t2rag.pipeline.planned import plan_table
 from t2rag.reference import (
     TABLE4_METRICS,
     PaperReference,
@@ -47,7 +46,11 @@ from t2rag.results.findings import (
     number_match_plot,
     outcome_table,
 )
-from t2rag.results.numbers import (
+from t2rag.results.plots import plot_rank_curves
+from t2rag.results.significance import ALL_SUBSETS, compare
+from t2rag.results.tables import markdown_table, method_columns
+from t2rag.run_folder.files import MANIFEST_FILE, read_json, read_manifest, read_records, read_result, report_dir
+from t2rag.run_folder.scorecards import (
     DEFAULT_RETRIEVAL_METRICS,
     ERROR_COUNTS,
     NM_INTERVAL,
@@ -56,10 +59,6 @@ from t2rag.results.numbers import (
     ordered_subsets,
     scorecards_of,
 )
-from t2rag.results.plots import plot_rank_curves
-from t2rag.results.records import read_records
-from t2rag.results.significance import ALL_SUBSETS, compare
-from t2rag.results.tables import markdown_table, method_columns
 from t2rag.storage import join, read_bytes, write_bytes
 
 
@@ -117,7 +116,7 @@ def curves_table(
 def setting_lines(manifest: dict | None) -> list[str]:
     """What the run was evaluated on, as markdown lines: corpus per subset, embedder, generator, k."""
     if manifest is None:
-        return ["The run has no manifest.json: its setting is unknown."]
+        return [f"The run has no {MANIFEST_FILE}: its setting is unknown."]
     config, data = manifest.get("config") or {}, manifest.get("data")
     lines = []
     if data:
@@ -445,9 +444,9 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     records = read_records(run_dir)
     if records.num_rows == 0:
         raise InputError(f"{run_dir}: no records found under {run_dir}/records")
-    out_dir = out_dir or join(run_dir, "report")
+    out_dir = out_dir or report_dir(run_dir)
     scorecards = scorecards_of(records, DEFAULT_RETRIEVAL_METRICS)
-    manifest = read_json(run_dir, "manifest.json")
+    manifest = read_manifest(run_dir)
     records = attributed(records, manifest)
     methods = ordered_methods(list(scorecards))
     paper = load_paper(paper_file)

@@ -21,8 +21,9 @@ from t2rag.jsonl import read_objects
 from t2rag.metrics.answers import ANSWER_SCORE_TYPES, answer_scores
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
-from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, ROUTING_TYPES, scorecards_of
-from t2rag.results.records import to_records
+from t2rag.run_folder.files import has_records, read_records
+from t2rag.run_folder.records import to_records
+from t2rag.run_folder.scorecards import DEFAULT_RETRIEVAL_METRICS, ROUTING_TYPES, scorecards_of
 from t2rag.storage import filesystem_for
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,8 @@ def read_predictions(path: str) -> Predictions:
     if info.type == pafs.FileType.NotFound:
         raise InputError(f"{path}: no such file")
     if info.type == pafs.FileType.Directory:
-        if fs.get_file_info(inner + "/records").type == pafs.FileType.Directory:
-            inner += "/records"
+        if has_records(path):
+            return _from_columns(read_records(path).to_pydict(), path)
         try:
             table = pads.dataset(inner, filesystem=fs, format="parquet").to_table()
         except (pa.ArrowInvalid, OSError) as exc:

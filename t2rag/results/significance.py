@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from scipy.stats import binomtest
 
 from t2rag.metrics.retrieval import parse_metric, per_query
-from t2rag.results.numbers import ordered_subsets
+from t2rag.run_folder.scorecards import ordered_subsets
 
 ROUNDS = 10_000
 ALPHA = 0.05

@@ -1,11 +1,11 @@
-"""Plain-text and markdown renderings of scorecards (t2rag.results.numbers)."""
+"""Plain-text and markdown renderings of scorecards (t2rag.run_folder.scorecards)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from t2rag.results.numbers import NM_INTERVAL
+from t2rag.run_folder.scorecards import NM_INTERVAL
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -11,7 +11,7 @@ from t2rag.methods import get_method, readers_of
 from t2rag.metrics.answers import ANSWER_SCORE_TYPES, answer_scores
 from t2rag.metrics.number_match import number_match_one
 from t2rag.prompts import ANSWER_SCHEMA
-from t2rag.results.outcomes import outcomes
+from t2rag.run_folder.outcomes import outcomes
 from t2rag.stages.base import CORPUS_COLUMNS, Stage, column, groups, row_k, set_rows, with_columns, with_search_keys
 
 TEXTS_TYPE = pa.list_(pa.string())
@@ -101,7 +101,7 @@ SCORE_TYPES: dict[str, pa.DataType] = {
 class ParseAnswers(Stage):
     """`raw_output`, `table_text`, `reference`, `original_answer`, `program`, `method`, `gold_rank` -> `formula`,
     `prediction_source`, `prediction`, `json_ok`, `formula_ok`, `number_match`, `reasoning_steps`, `outcome` (the
-    answer module's policy, then Number Match and why it failed: t2rag.results.outcomes), and the family's
+    answer module's policy, then Number Match and why it failed: t2rag.run_folder.outcomes), and the family's
     yardsticks `em`, `f1`, `em_error`, `exe_acc`, `program_acc` (t2rag.metrics.answers; EM and F1 null without
     `original_answer`, program accuracy without `program`). Without `reference` (a served answer) nothing is
     scored: those columns are null."""

@@ -14,11 +14,11 @@ import pyarrow.compute as pc
 import pytest
 
 from t2rag.config import load_config
+from t2rag.estimate.workload import measure_workload
 from t2rag.pipeline.local import run_local
-from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
-from t2rag.results.records import read_records
-from t2rag.workload import measure_workload
+from t2rag.run_folder.files import read_records
+from t2rag.stages.work import plan_work
 from tests.scripted_server import scripted_for
 
 pytestmark = [pytest.mark.slow]

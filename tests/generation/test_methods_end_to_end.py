@@ -10,7 +10,7 @@ from t2rag.cli import main
 from t2rag.config import load_config
 from t2rag.methods import METHODS
 from t2rag.pipeline.local import run_local
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 

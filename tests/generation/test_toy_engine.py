@@ -24,7 +24,7 @@ from t2rag.generation.base import ChatRequest, Generation, Generator
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.engine import Batching, Engine, Placement
 from t2rag.generation.registry import ENGINES, engine_of, register_engine
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -44,7 +44,7 @@ def evaluate(config: Path) -> dict:
 
 
 def records(out: Path) -> dict[tuple[str, str], dict]:
-    from t2rag.results.records import read_records
+    from t2rag.run_folder.files import read_records
 
     table = read_records(str(out), None)
     table = table.filter(pc.invert(pc.is_null(table.column("raw_output"))))

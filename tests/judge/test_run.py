@@ -14,7 +14,7 @@ import yaml
 from t2rag.cli import main
 from t2rag.judge.ratings import number_match_preference
 from t2rag.judge.run import RATINGS_FILE, read_verdicts
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
 
@@ -115,8 +115,8 @@ def test_the_plan_counts_the_judges_pairs_prompts_and_tokens():
     a judge no rate names)."""
     from ray_jobs.preflight import local_target, make_plan, render
     from t2rag.config import load_config
+    from t2rag.estimate.rates import load_rates
     from t2rag.prompts import Prompts
-    from t2rag.rates import load_rates
 
     overrides = {"methods": ["oracle", "bm25", "bm25_meta"], "generator": "qwen2.5-0.5b", "limit": 3,
                  "retrieval_only_methods": ["bm25_meta"],

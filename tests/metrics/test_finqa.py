@@ -66,10 +66,10 @@ def test_a_source_with_gold_programs_scores_program_accuracy(tmp_path, tiny_data
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from t2rag.answer.numbers import parse_number
+    from t2rag.answer.numerals import parse_number
     from t2rag.config import load_config
     from t2rag.pipeline.local import run_local
-    from t2rag.results.records import read_records
+    from t2rag.run_folder.files import read_records
     from tests.conftest import write_layout
     from tests.scripted_server import scripted_for
 

@@ -69,7 +69,7 @@ def test_gold_spans_read_python_lists_and_plain_text():
 def test_every_real_tatdqa_answer_scores_its_own_value_right():
     """The gold's own value (sign and scale as written) is an exact match on every real row whose answer is one
     number: percentages given as fractions, t2rag's convention."""
-    from t2rag.answer.numbers import parse_scaled
+    from t2rag.answer.numerals import parse_scaled
 
     checked = 0
     for original in ORIGINAL.values():

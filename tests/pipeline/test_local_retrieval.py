@@ -13,7 +13,8 @@ from t2rag.config import RunConfig, load_config
 from t2rag.errors import ConfigError
 from t2rag.metrics import gold_ranks
 from t2rag.pipeline.local import LocalRunner
-from t2rag.results.records import RECORD_SCHEMA, read_records
+from t2rag.run_folder.files import read_records
+from t2rag.run_folder.records import RECORD_SCHEMA
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +109,7 @@ def test_bad_config_is_one_line(tmp_path, capsys):
 def test_seeded_sample_is_stable():
 
     from t2rag.data import load_questions
-    from t2rag.pipeline.plan import sample_questions
+    from t2rag.stages.work import sample_questions
 
     table = load_questions(None).scored()
     a = sample_questions(table, 5, seed=1)

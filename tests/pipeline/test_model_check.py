@@ -7,8 +7,8 @@ import pytest
 from t2rag.config import load_config
 from t2rag.errors import ModelUnavailable
 from t2rag.pipeline.model_check import needed_models, require_models
-from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
+from t2rag.stages.work import plan_work
 
 
 def _needs(**fields):

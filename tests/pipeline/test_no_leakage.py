@@ -8,8 +8,8 @@ import pyarrow as pa
 from t2rag.config import load_config
 from t2rag.data import load_questions
 from t2rag.pipeline.local import LocalRunner
-from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
+from t2rag.stages.work import plan_work
 
 METADATA = ("company_name", "company_symbol", "report_year", "company_sector")
 

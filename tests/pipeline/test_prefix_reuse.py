@@ -14,8 +14,8 @@ import pytest
 from bench.prefix_reuse import agreement, run, shared_context_layout
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
-from t2rag.results.records import read_records
 from t2rag.results.report import generation_table
+from t2rag.run_folder.files import read_records
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from t2rag.config import load_config
 from t2rag.errors import ConfigError, InputError
 from t2rag.pipeline.local import run_local
 from t2rag.pipeline.lock import lock_path
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 from tests.conftest import HASHING, real_table, write_layout
 
 

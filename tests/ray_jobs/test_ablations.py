@@ -12,8 +12,8 @@ from ray_jobs.ablate_embedders import ablate_embedders, parse_models
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
 from t2rag.resources import Resources
-from t2rag.results.records import read_records
 from t2rag.results.report import write_report
+from t2rag.run_folder.files import read_records
 from tests.conftest import HASHING
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ from ray_jobs.node_check import node_problems
 from ray_jobs.preflight import check_fit, pools_of
 from t2rag.config import load_config
 from t2rag.errors import ConfigError
-from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
+from t2rag.stages.work import plan_work
 from tests.conftest import requires_vllm
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,10 +23,10 @@ from ray_jobs.table_blocks import input_tasks
 from t2rag.config import load_config
 from t2rag.pipeline import local
 from t2rag.pipeline.local import run_local
-from t2rag.pipeline.plan import plan_work
 from t2rag.resources import Resources
-from t2rag.results.records import read_records
 from t2rag.results.report import write_report
+from t2rag.run_folder.files import read_records
+from t2rag.stages.work import plan_work
 from tests.conftest import HASHING, upload_dir
 from tests.ray_jobs.conftest import replica_holding_a_batch
 from tests.scripted_server import scripted_for

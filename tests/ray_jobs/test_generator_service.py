@@ -16,7 +16,7 @@ import pytest
 
 from ray_jobs.evaluate import run_ray
 from t2rag.config import load_config
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 from tests.conftest import HASHING
 from tests.scripted_server import LoopbackServer, send_json
 

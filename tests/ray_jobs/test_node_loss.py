@@ -28,7 +28,7 @@ import pytest
 from ray_jobs import evaluate
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 from tests.conftest import HASHING
 from tests.ray_jobs.conftest import replica_holding_a_batch
 from tests.scripted_server import scripted_for

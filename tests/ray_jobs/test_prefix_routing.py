@@ -10,7 +10,7 @@ import pytest
 from bench.prefix_reuse import shared_context_layout
 from ray_jobs import evaluate
 from t2rag.config import load_config
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 

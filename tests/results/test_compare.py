@@ -15,8 +15,8 @@ import pytest
 from t2rag.cli import main
 from t2rag.errors import InputError
 from t2rag.results.compare import Side, check_same_data, pairs, parse_side
-from t2rag.results.records import read_records
 from t2rag.results.significance import compare
+from t2rag.run_folder.files import read_records
 
 KEYS = {"method", "subset", "metric", "a", "b", "diff", "ci95", "p_value", "test", "questions"}
 

@@ -13,9 +13,9 @@ from t2rag.config import load_config
 from t2rag.errors import InputError
 from t2rag.jsonl import read_objects
 from t2rag.pipeline.local import run_local
-from t2rag.pipeline.records import write_records
 from t2rag.results.export import export_leaderboard, run_questions, validate_leaderboard
-from t2rag.results.records import read_records, to_records
+from t2rag.run_folder.files import read_records, write_records
+from t2rag.run_folder.records import to_records
 
 
 @pytest.fixture(scope="module")

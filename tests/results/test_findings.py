@@ -12,9 +12,9 @@ import pyarrow as pa
 from t2rag.cli import main
 from t2rag.reference import load_paper
 from t2rag.results.findings import attributed, headline
-from t2rag.results.outcomes import OUTCOMES, oracle_gap, outcome_counts
-from t2rag.results.records import read_records
 from t2rag.results.significance import Difference
+from t2rag.run_folder.files import read_records
+from t2rag.run_folder.outcomes import OUTCOMES, oracle_gap, outcome_counts
 
 
 def _csv(path) -> list[dict]:

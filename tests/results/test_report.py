@@ -10,10 +10,10 @@ import pyarrow as pa
 from t2rag.cli import main
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
-from t2rag.pipeline.records import write_records
-from t2rag.results.numbers import wilson_interval
-from t2rag.results.records import read_records, to_records
 from t2rag.results.report import ABLATION_COMPONENTS, write_report
+from t2rag.run_folder.files import read_records, write_records
+from t2rag.run_folder.records import to_records
+from t2rag.run_folder.scorecards import wilson_interval
 from tests.conftest import HASHING
 
 

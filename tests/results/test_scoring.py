@@ -118,7 +118,7 @@ def test_unreadable_predictions_are_one_clear_error(tmp_path):
         assert str(caught.value).startswith(f"{tmp_path / name}: ") and message in str(caught.value), name
     (tmp_path / "dir" / "records").mkdir(parents=True)
     (tmp_path / "dir" / "records" / "x.parquet").write_text("junk")
-    with pytest.raises(InputError, match="a record file is not readable parquet"):
+    with pytest.raises(InputError, match="a record file is not readable"):
         read_predictions(str(tmp_path / "dir"))
 
 

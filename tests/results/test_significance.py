@@ -9,8 +9,6 @@ import pyarrow.compute as pc
 import pytest
 from scipy.stats import binomtest
 
-from t2rag.results.numbers import scorecards_of
-from t2rag.results.records import read_records
 from t2rag.results.significance import (
     ROUNDS,
     Difference,
@@ -23,6 +21,8 @@ from t2rag.results.significance import (
     randomization_p,
     significant,
 )
+from t2rag.run_folder.files import read_records
+from t2rag.run_folder.scorecards import scorecards_of
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,12 @@ import pytest
 from ray_jobs.placement import KINDS
 from t2rag.config import load_config
 from t2rag.pipeline.local import LocalRunner
-from t2rag.pipeline.plan import INPUT_SCHEMA
-from t2rag.results import records
-from t2rag.results.records import RECORD_SCHEMA
+from t2rag.run_folder import records
+from t2rag.run_folder.records import RECORD_SCHEMA
 from t2rag.stages import STAGES, Stage, built
 from t2rag.stages.base import CORPUS_COLUMNS
 from t2rag.stages.route import ROUTE_TYPES
+from t2rag.stages.work import INPUT_SCHEMA
 from tests.scripted_server import scripted_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ from t2rag.cli import main
 from t2rag.config import load_config
 from t2rag.data import build_corpus
 from t2rag.pipeline.local import run_local
-from t2rag.results.records import read_records
 from t2rag.retrieval import QueryBlock, build_retriever
 from t2rag.routing.descriptions import DESCRIPTIONS
+from t2rag.run_folder.files import read_records
 from tests.conftest import HASHING
 from tests.scripted_server import scripted_for
 

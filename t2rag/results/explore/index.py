@@ -16,15 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.data import load_questions
+from t2rag.estimate.plan_vs_run import plan_table
 from t2rag.judge.run import read_verdicts
-from t2rag.pipeline.manifest import read_json, read_result
-from t2rag.pipeline.planned import plan_table
 from t2rag.results.findings import attributed, differences, gap_table, headline_rows, number_match_plot, outcome_table
-from t2rag.results.numbers import DEFAULT_RETRIEVAL_METRICS, scorecards_of
-from t2rag.results.outcomes import OUTCOMES
 from t2rag.results.plots import plot_rank_curves
-from t2rag.results.records import LocatedRecords, read_located
 from t2rag.results.report import ordered_methods, rank_curves
+from t2rag.run_folder.files import LocatedRecords, read_located, read_manifest, read_result
+from t2rag.run_folder.outcomes import OUTCOMES
+from t2rag.run_folder.scorecards import DEFAULT_RETRIEVAL_METRICS, scorecards_of
 
 LIGHT = ["id", "subset", "method", "gold_rank", "number_match", "reference", "prediction", "formula", "formula_ok",
          "outcome"]  # fmt: skip
@@ -166,7 +165,7 @@ def load_run(run_dir: str, data: str | None = None) -> RunIndex:
     located = read_located(run_dir, [*LIGHT, "context_ids"])  # the light columns only (older files lack `outcome`)
     depth = pc.list_value_length(located.table.column("context_ids"))
     records = located.table.append_column("depth", depth).select([*LIGHT, "depth", "file", "row"])
-    manifest = read_json(run_dir, "manifest.json")
+    manifest = read_manifest(run_dir)
     records = attributed(records, manifest)
     chosen = ((manifest or {}).get("config") or {}).get("data") or {}
     qs = load_questions(data or chosen.get("source"), chosen.get("subsets"), chosen.get("split"))

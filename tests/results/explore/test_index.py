@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from t2rag.results.explore.app import build_app
 from t2rag.results.explore.index import load_run
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 from tests.conftest import SCRIPTED_METHODS, upload_dir
 
 

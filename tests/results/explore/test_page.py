@@ -17,7 +17,7 @@ import pytest
 from t2rag.data import load_questions
 from t2rag.results.explore.app import make_server
 from t2rag.results.explore.index import load_run
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from t2rag.config import load_config
 from t2rag.methods import ANSWER, DENSE, METHODS
-from t2rag.pipeline.plan import plan_work
+from t2rag.stages.work import plan_work
 
 CONFIGS = {
     "retrieval": {"methods": ["bm25", "base", "hybrid_rrf"], "retrieval_only": True},

@@ -10,10 +10,10 @@ import pyarrow.compute as pc
 import pytest
 
 from t2rag.config import load_config
-from t2rag.pipeline.plan import plan_work
+from t2rag.estimate.workload import _common_prefix, known_answer_prompts, measure_workload
 from t2rag.prompts import STAND_IN
 from t2rag.resources import Resources
-from t2rag.workload import _common_prefix, known_answer_prompts, measure_workload
+from t2rag.stages.work import plan_work
 
 METHODS = ["pretrained_only", "oracle", "base", "hyde", "summarization"]
 

@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass
 
 from t2rag.config import RunConfig
 from t2rag.data import QuestionSet
+from t2rag.estimate.rates import DEFAULT_ANSWER_TOKENS, Rates, position_sum
 from t2rag.judge.run import ORDERS, answer_text
 from t2rag.methods import ANSWER_TAIL
-from t2rag.pipeline.plan import plan_work
 from t2rag.prompts import Prompts
-from t2rag.rates import DEFAULT_ANSWER_TOKENS, Rates, position_sum
+from t2rag.stages.work import plan_work
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""The one place records become numbers (t2rag.results.numbers): summaries from records, as runs, reports and `t2rag
-score` make them, and the Number Match intervals in them (the Wilson score interval from the counts, per subset and
-pooled)."""
+"""The one place records become numbers (t2rag.run_folder.scorecards): summaries from records, as runs, reports and
+`t2rag score` make them, and the Number Match intervals in them (the Wilson score interval from the counts, per subset
+and pooled)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from t2rag.metrics import gold_ranks, number_match
-from t2rag.results.numbers import (
+from t2rag.run_folder.records import to_records
+from t2rag.run_folder.scorecards import (
     NM_INTERVAL,
     SubsetTotals,
     generation_usage,
@@ -22,7 +23,6 @@ from t2rag.results.numbers import (
     weighted_average,
     wilson_interval,
 )
-from t2rag.results.records import to_records
 
 
 @pytest.mark.parametrize(
@@ -249,7 +249,7 @@ def test_records_without_the_yardsticks_have_none_in_their_scorecards():
 def test_a_run_scores_every_answer_by_each_yardstick(scripted_run, sample):
     """Every generated record of a real run has execution accuracy as FinQA's rounding gives it, and EM and F1
     wherever its question has an original answer; the scorecards are the counts of those columns."""
-    from t2rag.results.records import read_records
+    from t2rag.run_folder.files import read_records
 
     records = read_records(scripted_run)
     answered = records.filter(pa.compute.is_valid(records.column("number_match"))).to_pylist()

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from t2rag.answer import parse_number
-from t2rag.answer.numbers import magnitude_pattern
+from t2rag.answer.numerals import magnitude_pattern
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
-"""The run manifest: what ran, with which versions, on what hardware, and how long each stage took."""
+"""The run manifest's contents: what ran, with which versions, on what hardware, and how long each stage took
+(`t2rag.run_folder.files` writes and reads it)."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata as md
-import json
 import os
 import platform
 import subprocess
@@ -12,9 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from t2rag.errors import InputError
 from t2rag.generation.registry import engine_named
-from t2rag.storage import join, read_bytes, write_bytes
 
 PACKAGES = (
     "t2rag",
@@ -82,37 +80,6 @@ def gpu_names() -> list[str]:
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in result.stdout.splitlines() if line.strip()] if result.returncode == 0 else []
-
-
-def write_json(out: str, name: str, payload: dict) -> str:
-    return write_bytes(join(out, name), json.dumps(payload, indent=2, default=str).encode())
-
-
-#: What a run finished with (its scorecards, counts, generation usage, plan beside run), written by `finish_run`; runs
-#: made before it was renamed have it as summary.json.
-RESULT_FILE = "result.json"
-EARLIER_RESULT_FILE = "summary.json"
-
-
-def read_result(out: str) -> dict | None:
-    """A run's result (RESULT_FILE, else the EARLIER_RESULT_FILE of an older run); None when it has neither."""
-    result = read_json(out, RESULT_FILE)
-    return result if result is not None else read_json(out, EARLIER_RESULT_FILE)
-
-
-def read_json(out: str, name: str) -> dict | None:
-    """A JSON file of a run (None when absent); an unreadable one is an InputError naming it."""
-    path = join(out, name)
-    data = read_bytes(path)
-    if data is None:
-        return None
-    try:
-        payload = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(payload, dict):
-        raise InputError(f"{path}: not a JSON object")
-    return payload
 
 
 def build_manifest(

@@ -1,5 +1,5 @@
 """The record format: one row per (method, question id), written by every runner in blocks
-(`t2rag.pipeline.records`) and read here for everything made of a run (`t2rag.results`). The columns (the stage
+(`t2rag.run_folder.files`) and read here for everything made of a run (`t2rag.results`). The columns (the stage
 that fills each is in t2rag.stages):
 
 | column | type | stage | meaning |
@@ -19,7 +19,7 @@ that fills each is in t2rag.stages):
 | formula, prediction_source | string | parse_answers | formula read from the output; which field gave the prediction |
 | prediction | float64 | parse_answers | the predicted number, null when none could be read |
 | json_ok, formula_ok, number_match | bool | parse_answers | output parsed as JSON; formula evaluated; Number Match |
-| outcome | string | parse_answers | why the answer is right or wrong (t2rag.results.outcomes; null: not answered) |
+| outcome | string | parse_answers | why the answer is right or wrong (t2rag.run_folder.outcomes; null: not answered) |
 | em, f1 | float64 | parse_answers | TAT-QA's Exact Match (0/1) and F1 against `original_answer` (null: none) |
 | em_error | string | parse_answers | scale, sign or scale_sign: what mends an EM miss (t2rag.metrics.tatqa) |
 | exe_acc, program_acc | bool | parse_answers | FinQA's execution and program accuracy (null: no gold program) |
@@ -32,17 +32,11 @@ that fills each is in t2rag.stages):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
-from t2rag.errors import InputError, first_line
-from t2rag.storage import filesystem_for, join
+from t2rag.generation.base import REJECTED
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -81,8 +75,6 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 
-RECORDS_DIR = "records"
-
 
 def project(batch: pa.Table, schema: pa.Schema) -> pa.Table:
     """`batch` with exactly the schema's columns, cast to its types (columns the batch lacks are null)."""
@@ -100,62 +92,30 @@ def to_records(batch: pa.Table) -> pa.Table:
     return project(batch, RECORD_SCHEMA)
 
 
-def record_files(out: str) -> tuple[pafs.FileSystem, list[str]]:
-    return parquet_files(out, RECORDS_DIR)
+#: What the shared answering tail (`generate`, `parse_answers`) needs besides the record columns: the requests,
+#: the table text the parser evaluates formulas against, the gold answer as written (EM and F1) and the gold
+#: program (program accuracy).
+ANSWER_INPUT_SCHEMA = pa.schema(
+    [
+        *RECORD_SCHEMA,
+        pa.field("messages_json", pa.string()),
+        pa.field("params_json", pa.string()),
+        pa.field("table_text", pa.string()),
+        pa.field("original_answer", pa.string()),
+        pa.field("program", pa.string()),
+    ]
+)
 
 
-def parquet_files(out: str, folder: str) -> tuple[pafs.FileSystem, list[str]]:
-    """The parquet files under a folder of a run (local or `s3://`), sorted; none when the folder is missing."""
-    fs, path = filesystem_for(join(out, folder))
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return fs, []
-    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
-    return fs, sorted(i.path for i in infos if i.path.endswith(".parquet"))
+def to_answer_inputs(batch: pa.Table) -> pa.Table:
+    """Project a batch that has its answer prompts onto one schema, so rows of every method can share one
+    generator (one engine) for the rest of their stages."""
+    return project(batch, ANSWER_INPUT_SCHEMA)
 
 
-def read_records(out: str, columns: list[str] | None = None) -> pa.Table:
-    """All records of a run (empty table when there are none), optionally only some columns."""
-    fs, files = record_files(out)
-    schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
-    if not files:
-        return schema.empty_table()
-    try:
-        return pads.dataset(files, filesystem=fs, format="parquet", schema=RECORD_SCHEMA).to_table(columns=columns)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"{join(out, RECORDS_DIR)}: a record file is not readable ({first_line(exc)})") from None
-
-
-@dataclass(frozen=True)
-class LocatedRecords:
-    """Some columns of a run's records, each row with where it is (`file`, `row`), so that its other columns can be
-    read later for a few rows without reading them all (the explorer's question page)."""
-
-    table: pa.Table
-    fs: pafs.FileSystem
-    files: list[str]
-
-    def read_file(self, file: int, columns: list[str]) -> pa.Table:
-        """Columns of every row of one record file (`file`: the index the table's `file` column holds); a column the
-        file predates is null."""
-        with self.fs.open_input_file(self.files[file]) as f:
-            parquet = pq.ParquetFile(f)
-            table = parquet.read(columns=[c for c in columns if c in parquet.schema_arrow.names])
-        return project(table, pa.schema([RECORD_SCHEMA.field(c) for c in columns]))
-
-
-def read_located(out: str, columns: list[str]) -> LocatedRecords:
-    """The columns of every record of a run, file by file, with each row's `file` and `row`; a column older record
-    files lack is null. Refuses a run without records."""
-    fs, files = record_files(out)
-    if not files:
-        raise InputError(f"{out}: no records found under {join(out, RECORDS_DIR)}")
-    parts = []
-    for n, path in enumerate(files):
-        with fs.open_input_file(path) as f:
-            parquet = pq.ParquetFile(f)
-            table = parquet.read(columns=[c for c in columns if c in parquet.schema_arrow.names])
-        missing = [c for c in columns if c not in table.column_names]
-        table = project(table, pa.schema([RECORD_SCHEMA.field(c) for c in columns])) if missing else table
-        table = table.append_column("file", pa.array(np.full(table.num_rows, n, np.int32)))
-        parts.append(table.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int32))))
-    return LocatedRecords(pa.concat_tables(parts, promote_options="default"), fs, files)
+def retryable(errors: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Which generation errors a retry may fix: every engine failure except a request the engine refused as
+    given (`REJECTED`: a prompt longer than the context window fails the same way every time)."""
+    failed = pc.is_valid(errors)
+    rejected = pc.starts_with(errors.fill_null(""), REJECTED)
+    return pc.and_(failed, pc.invert(rejected)).to_numpy(zero_copy_only=False)

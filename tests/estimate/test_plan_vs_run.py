@@ -7,10 +7,10 @@ import pytest
 
 from ray_jobs.preflight import local_target, make_plan, pools_of
 from t2rag.config import load_config
-from t2rag.pipeline.plan import plan_work
-from t2rag.pipeline.planned import against_run, plan_of_run, plan_table
-from t2rag.rates import load_rates
+from t2rag.estimate.plan_vs_run import against_run, plan_of_run, plan_table
+from t2rag.estimate.rates import load_rates
 from t2rag.resources import Resources
+from t2rag.stages.work import plan_work
 
 
 def test_the_runs_plan_is_t2rag_plans_for_the_same_pools():

@@ -22,14 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.estimate.rates import DEFAULT_ANSWER_TOKENS, Rates, position_sum
 from t2rag.generation.prefix import prefix_order
 from t2rag.methods import Method, get_method
-from t2rag.pipeline.plan import WorkGroup
 from t2rag.prompts import STAND_IN, Prompts, chars_of
-from t2rag.rates import DEFAULT_ANSWER_TOKENS, Rates, position_sum
 from t2rag.resources import Resources
 from t2rag.stages import STAGES, Stage, built
 from t2rag.stages.base import run_chain
+from t2rag.stages.work import WorkGroup
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Generation:
     prompt_tokens: int = 0
     output_tokens: int = 0
     computed_tokens: int | None = None
-    #: `t2rag.rates.position_sum` summed over the prompts, in tokens. None: known from the means only.
+    #: `t2rag.estimate.rates.position_sum` summed over the prompts, in tokens. None: known from the means only.
     position_sum: float | None = None
 
     @property
@@ -131,7 +131,7 @@ def measure_workload(
     answer_tokens: int,
     chars_per_token: float | None = None,
 ) -> Workload:
-    """The workload of the planned rows `work` (see `t2rag.pipeline.plan.plan_work`); each answer is assumed to
+    """The workload of the planned rows `work` (see `t2rag.stages.work.plan_work`); each answer is assumed to
     be `answer_tokens` long (at most the generator's `max_tokens`), and a token `chars_per_token` characters long
     (None: `estimate.chars_per_token`)."""
     chars_per_token = chars_per_token or config.estimate.chars_per_token

@@ -9,13 +9,13 @@ from typing import Literal
 import pytest
 import yaml
 
-from t2rag.calibrate import Prefill, fit_prefill
 from t2rag.cli import main
+from t2rag.estimate.calibrate import Prefill, fit_prefill
+from t2rag.estimate.rates import GeneratorRate, load_rates
 from t2rag.generation.base import ChatRequest, Generation, Generator
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.engine import Batching, Engine
 from t2rag.generation.registry import ENGINES, register_engine
-from t2rag.rates import GeneratorRate, load_rates
 
 #: The scripted engine: 4 characters a token, 300 prompt tokens/s at the start of a prompt and 0.2 slower per
 #: 1,000 tokens before, 40 output tokens/s, answers of 60 tokens; it reuses the prefix shared with the last prompt.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from t2rag.pipeline.manifest import gpu_names
+from t2rag.run_folder.manifest import gpu_names
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_no_nvidia_smi_is_no_gpu(tmp_path, monkeypatch):
 
 def test_a_manifest_leaves_torch_unimported():
     code = (
-        "import sys; from t2rag.pipeline.manifest import hardware; info = hardware(); "
+        "import sys; from t2rag.run_folder.manifest import hardware; info = hardware(); "
         "print(sorted(info), 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,

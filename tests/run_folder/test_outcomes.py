@@ -12,8 +12,8 @@ import pytest
 
 from t2rag.data import load_questions
 from t2rag.methods import readers_of
-from t2rag.results.outcomes import OUTCOMES, gold_read, oracle_gap, outcome_counts, outcomes, with_outcomes
-from t2rag.results.records import read_records
+from t2rag.run_folder.files import read_records
+from t2rag.run_folder.outcomes import OUTCOMES, gold_read, oracle_gap, outcome_counts, outcomes, with_outcomes
 
 K = 3  # the default config's retrieval.k, what the scripted run's generator read
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from t2rag.errors import ConfigError
 
-RATES_FILE = Path(__file__).parent / "reference" / "rates.yaml"
+RATES_FILE = Path(__file__).parents[1] / "reference" / "rates.yaml"
 #: Output tokens of an answer when neither the config nor the rates name an answer length.
 DEFAULT_ANSWER_TOKENS = 150
 

@@ -30,13 +30,13 @@ import yaml
 
 from t2rag.config import RunConfig
 from t2rag.errors import ConfigError
+from t2rag.estimate.rates import EmbedderRate, GeneratorRate, Rates, load_rates, position_sum
+from t2rag.estimate.workload import known_answer_prompts
 from t2rag.generation.base import ChatRequest
 from t2rag.generation.registry import build_generator, engine_of
 from t2rag.methods import get_method
-from t2rag.pipeline.plan import plan_work
-from t2rag.rates import EmbedderRate, GeneratorRate, Rates, load_rates, position_sum
 from t2rag.resources import Resources
-from t2rag.workload import known_answer_prompts
+from t2rag.stages.work import plan_work
 
 #: Prompts prefilled, spread over the run's prompt lengths (the shortest, the median, the longest).
 PROBE_PROMPTS = 3

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
-from t2rag.pipeline.plan import WorkGroup
-from t2rag.rates import load_rates
+from t2rag.estimate.rates import load_rates
+from t2rag.estimate.workload import planned_workload
 from t2rag.resources import Resources
-from t2rag.workload import planned_workload
+from t2rag.stages.work import WorkGroup
 
 FIELDS = ("answers", "prompt_tokens", "to_compute", "output_tokens", "generation_s", "passages_s", "queries_s")
 #: The stage whose total time is an embedding pool's (its role in `t2rag plan`).
