@@ -14,7 +14,7 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 from t2rag.data import build_corpora, load_questions
-from t2rag.retrieval.bm25_matrix import BM25Matrix
+from t2rag.retrieval.lexical.bm25_matrix import BM25Matrix
 from t2rag.retrieval.ranking import top_n
 from t2rag.tokenize import whitespace_tokenize
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from t2rag.data import load_questions
 from t2rag.data.distractors import synthetic_contexts
-from t2rag.retrieval.bm25_matrix import BM25Matrix
+from t2rag.retrieval.lexical.bm25_matrix import BM25Matrix
 from t2rag.retrieval.ranking import top_n
 from t2rag.tokenize import whitespace_tokenize
 

@@ -27,7 +27,7 @@ from t2rag.config import load_config
 from t2rag.methods import get_method
 from t2rag.resources import Resources
 from t2rag.retrieval import QueryBlock, build_retriever
-from t2rag.retrieval.page_evidence import phrase_words
+from t2rag.retrieval.page_evidence.words import phrase_words
 
 CANDIDATES = 50
 

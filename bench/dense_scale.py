@@ -22,9 +22,9 @@ import numpy as np
 
 from t2rag.data import load_questions
 from t2rag.data.distractors import synthetic_contexts
-from t2rag.retrieval.embedder import EmbedderConfig
-from t2rag.retrieval.hashing_embedder import HASHING_MODEL, HashingEmbedder
-from t2rag.retrieval.vector_store import AnnConfig, VectorStore
+from t2rag.retrieval.dense.embedder import EmbedderConfig
+from t2rag.retrieval.dense.hashing_embedder import HASHING_MODEL, HashingEmbedder
+from t2rag.retrieval.dense.vector_store import AnnConfig, VectorStore
 
 
 def measure(size: int, query_vectors: np.ndarray, embedder: HashingEmbedder, root: str, args) -> dict:

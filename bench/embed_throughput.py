@@ -196,7 +196,7 @@ def tokenizer_rows(tokenizer_dir: str, lengths: list[int], contexts: list[str], 
     """The tokenizer alone at each window, cutting as it does by default and checking cuts through offsets."""
     from transformers import AutoTokenizer
 
-    from t2rag.retrieval.token_batches import WindowTokenizer
+    from t2rag.retrieval.dense.token_batches import WindowTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     rows = []
@@ -232,7 +232,7 @@ def table(result: dict) -> str:
 def main() -> None:
     import torch
 
-    from t2rag.retrieval.embedder import resolve_model_path
+    from t2rag.retrieval.dense.embedder import resolve_model_path
 
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

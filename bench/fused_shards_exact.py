@@ -1,5 +1,5 @@
 """Sharded fused retrieval against the whole index, at a size one process still holds: rankings, scores and the
-certificate (`t2rag.retrieval.fused_shards`).
+certificate (`t2rag.retrieval.fusion.sharded`).
 
     python bench/fused_shards_exact.py [--method bm25_focus] [--size 100000] [--shards 4] [--subsets FinQA,TAT-DQA]
 
@@ -23,7 +23,7 @@ from t2rag.methods import get_method
 from t2rag.resources import Resources
 from t2rag.retrieval import build_retriever
 from t2rag.retrieval.base import shard_corpus
-from t2rag.retrieval.fused_shards import CorpusFacts, ShardFacts, index_shard, merge_candidates, shard_candidates
+from t2rag.retrieval.fusion.sharded import CorpusFacts, ShardFacts, index_shard, merge_candidates, shard_candidates
 from t2rag.retrieval.shards import shard_ranges
 
 

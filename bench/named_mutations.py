@@ -81,14 +81,14 @@ MUTATIONS = [
     ),
     Mutation(
         "vector store: flat=True ignored on a table with an ANN index",
-        (("t2rag/retrieval/vector_store.py", "if flat or not self.uses_ann:", "if not self.uses_ann:"),),
-        ("tests/retrieval/test_vector_store.py::test_an_ann_index_above_the_size_searches_through_it",),
+        (("t2rag/retrieval/dense/vector_store.py", "if flat or not self.uses_ann:", "if not self.uses_ann:"),),
+        ("tests/retrieval/dense/test_vector_store.py::test_an_ann_index_above_the_size_searches_through_it",),
     ),
     Mutation(
         "vector store: the reported recall@10 measured against the ANN search itself",
-        (("t2rag/retrieval/vector_store.py", "exact, _ = self.search(probes, 10, flat=True)",
+        (("t2rag/retrieval/dense/vector_store.py", "exact, _ = self.search(probes, 10, flat=True)",
           "exact, _ = self.search(probes, 10)"),),
-        ("tests/retrieval/test_vector_store.py::test_an_ann_index_above_the_size_searches_through_it",),
+        ("tests/retrieval/dense/test_vector_store.py::test_an_ann_index_above_the_size_searches_through_it",),
     ),
     Mutation(
         "extract: no repair budget",
@@ -204,18 +204,18 @@ MUTATIONS = [
     ),
     Mutation(
         "fusion_fit: the held-out score computed on the half it was fitted on",
-        (("t2rag/fusion_fit.py", "fit_weights(parts, components, 1 - f), f)", "fit_weights(parts, components, f), f)"),),
-        ("tests/test_fusion_fit.py::test_held_out_scores_each_half_with_the_other_halfs_weights",),
+        (("t2rag/retrieval/fusion/fit.py", "fit_weights(parts, components, 1 - f), f)", "fit_weights(parts, components, f), f)"),),
+        ("tests/retrieval/fusion/test_fit.py::test_held_out_scores_each_half_with_the_other_halfs_weights",),
     ),
     Mutation(
         "fusion_fit: Recall@5 counting ranks below 5",
-        (("t2rag/fusion_fit.py", "recall += float((rank <= 5).sum())", "recall += float((rank <= 10).sum())"),),
-        ("tests/test_fusion_fit.py::test_scores_of_known_ranks",),
+        (("t2rag/retrieval/fusion/fit.py", "recall += float((rank <= 5).sum())", "recall += float((rank <= 10).sum())"),),
+        ("tests/retrieval/fusion/test_fit.py::test_scores_of_known_ranks",),
     ),
     Mutation(
         "fusion_fit: best_fit keeping fits above the cost budget",
-        (("t2rag/fusion_fit.py", "if max_cost is None or r.cost_vs_bm25 <= max_cost]", "]"),),
-        ("tests/test_fusion_fit.py::test_the_best_fit_stays_within_the_cost_budget",),
+        (("t2rag/retrieval/fusion/fit.py", "if max_cost is None or r.cost_vs_bm25 <= max_cost]", "]"),),
+        ("tests/retrieval/fusion/test_fit.py::test_the_best_fit_stays_within_the_cost_budget",),
     ),
     Mutation(
         "durable: a relative out not resolved under T2RAG_STORAGE before the working-directory check",
@@ -249,13 +249,13 @@ MUTATIONS = [
     ),
     Mutation(
         "fused: the dense component's weight ignored",
-        (("t2rag/retrieval/fused.py", "self._add_dense(dense, block, w.dense)", "self._add_dense(dense, block, 1.0)"),),
-        ("tests/retrieval/test_fused.py::test_every_weight_scales_its_component",),
+        (("t2rag/retrieval/fusion/weighted.py", "self._add_dense(dense, block, w.dense)", "self._add_dense(dense, block, 1.0)"),),
+        ("tests/retrieval/fusion/test_weighted.py::test_every_weight_scales_its_component",),
     ),
     Mutation(
         "fused: the lexical weight ignored",
-        (("t2rag/retrieval/fused.py", "fused = scale_lexical(self.lexical, best_lexical, weights.lexical, in_place)", "fused = scale_lexical(self.lexical, best_lexical, 1.0, in_place)"),),
-        ("tests/retrieval/test_fused.py::test_every_weight_scales_its_component",),
+        (("t2rag/retrieval/fusion/weighted.py", "fused = scale_lexical(self.lexical, best_lexical, weights.lexical, in_place)", "fused = scale_lexical(self.lexical, best_lexical, 1.0, in_place)"),),
+        ("tests/retrieval/fusion/test_weighted.py::test_every_weight_scales_its_component",),
     ),
     Mutation(
         "serve lanes: an admission slot freed only when a retrieval fails",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 
 from t2rag.config import load_config
-from t2rag.fusion_fit import fit_weights, held_out, score_weights, subset_parts
 from t2rag.resources import Resources
-from t2rag.retrieval.fused import FUSED_METHODS
-from t2rag.retrieval.page_evidence import PAGE_FEATURES
+from t2rag.retrieval.fusion.fit import fit_subsets, fit_weights, held_out, score_weights, subset_parts
+from t2rag.retrieval.fusion.weighted import FUSED_METHODS
+from t2rag.retrieval.page_evidence.features import PAGE_FEATURES
 
 
 def main() -> None:
@@ -22,7 +22,8 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(None, {"methods": ["bm25_page"], "data": {"source": args.data, "split": "dev"}})
     resources = Resources(config)
-    parts = [subset_parts(resources, "bm25_page", s) for s in resources.questions.subsets]
+    subsets = fit_subsets(resources.questions, resources.corpus)
+    parts = [subset_parts(config.retrieval, "bm25_page", s) for s in subsets.values()]
     everything = FUSED_METHODS["bm25_page"].components
     rows = [("bm25_meta's components", FUSED_METHODS["bm25_meta"].components)]
     rows += [(f"bm25_page without {f}", tuple(c for c in everything if c != f)) for f in PAGE_FEATURES]

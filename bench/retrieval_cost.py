@@ -38,7 +38,7 @@ from t2rag.data.distractors import extend, synthetic_contexts
 from t2rag.methods import get_method
 from t2rag.progress import call_seconds
 from t2rag.retrieval import QueryBlock, RetrievalConfig, build_retriever
-from t2rag.retrieval.embedder import EmbedderConfig, make_embedder
+from t2rag.retrieval.dense.embedder import EmbedderConfig, make_embedder
 
 METHODS = "bm25,bm25_numeric,bm25_meta,bm25_page,bm25_focus,chunked,hybrid_chunked,hybrid_meta"
 

@@ -42,11 +42,11 @@ from t2rag.resources import Resources
 from t2rag.results.plots import plot_corpus_size
 from t2rag.retrieval import QueryBlock, build_retriever
 from t2rag.retrieval.base import result_depth
-from t2rag.retrieval.bm25 import BM25Retriever
-from t2rag.retrieval.bm25_matrix import BM25Statistics
-from t2rag.retrieval.fused import FusedRetriever
-from t2rag.retrieval.fused_shards import CorpusFacts, ShardFacts, index_shard, merge_candidates, shard_candidates
-from t2rag.retrieval.hashing_embedder import HASHING_MODEL
+from t2rag.retrieval.dense.hashing_embedder import HASHING_MODEL
+from t2rag.retrieval.fusion.sharded import CorpusFacts, ShardFacts, index_shard, merge_candidates, shard_candidates
+from t2rag.retrieval.fusion.weighted import FusedRetriever
+from t2rag.retrieval.lexical.bm25 import BM25Retriever
+from t2rag.retrieval.lexical.bm25_matrix import BM25Statistics
 from t2rag.retrieval.shards import merge_hits, offset_hits, shard_ranges
 from t2rag.storage import join, read_bytes, write_bytes
 
@@ -146,7 +146,7 @@ def run_cells(
 def sharded_cell(config: RunConfig, subset: str, size: int, seed: int, method: str, shard_docs: int) -> dict:
     """One synthetic cell searched in shards of at most `shard_docs` documents, one Ray task each (made in the task,
     in a fresh worker so its peak memory is its own): the shards' statistics first, then each shard indexed with the
-    corpus's and searched, merged exactly (`t2rag.retrieval.shards`, `t2rag.retrieval.fused_shards`). BM25 and the
+    corpus's and searched, merged exactly (`t2rag.retrieval.shards`, `t2rag.retrieval.fusion.sharded`). BM25 and the
     fused retrievers without a dense component shard."""
     import ray
 

@@ -29,7 +29,7 @@ from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.retrieval import build_retriever
 from t2rag.retrieval.base import DensePassages
-from t2rag.retrieval.vector_store import VectorStore
+from t2rag.retrieval.dense.vector_store import VectorStore
 from t2rag.stages.embed import vectors_of
 
 log = logging.getLogger("t2rag.progress")

@@ -26,7 +26,7 @@ from ray_jobs.common import count_loads_on_meter, report, use_held_cpus
 from ray_jobs.table_blocks import input_tasks
 from t2rag.config import RunConfig
 from t2rag.resources import Resources
-from t2rag.retrieval.hashing_embedder import HASHING_MODEL
+from t2rag.retrieval.dense.hashing_embedder import HASHING_MODEL
 from t2rag.stages import STAGES, built
 from t2rag.stages.base import groups, run_chain
 

@@ -28,7 +28,7 @@ from t2rag.data import Corpus
 from t2rag.errors import InputError
 from t2rag.methods import LLM_ROUTE, Method
 from t2rag.resources import Resources
-from t2rag.retrieval.vector_store import default_index_uri
+from t2rag.retrieval.dense.vector_store import default_index_uri
 from t2rag.stages import built
 from t2rag.stages.base import Stage, run_chain
 

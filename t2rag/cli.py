@@ -316,15 +316,23 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from t2rag.config import load_config
-    from t2rag.fusion_fit import best_fit, fit_fusion, write_config
+    from t2rag.resources import Resources
+    from t2rag.retrieval.fusion.fit import best_fit, fit_fusion, fit_subsets, require_dev_split, write_config
 
     config = load_config(args.config, data_overrides(args))
-    results = fit_fusion(config, args.methods)
+    require_dev_split(config.data.split)  # before any data is loaded
+    resources = Resources(config)
+    subsets = fit_subsets(resources.questions, resources.corpus)
+    results = fit_fusion(config.retrieval, subsets, config.data.split, args.methods)
     best = best_fit(results, args.max_cost)
     out: dict = {"fits": [{**asdict(r), "weights": r.weights.model_dump()} for r in results], "best": best.method}
     if args.write:
         command = "t2rag " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
-        write_config(args.write, results, best, command, config, args.max_cost)
+        data = config.data
+        where = (
+            f"{data.source or 'the bundled sample'} ({', '.join(data.subsets or ['every subset'])}, split {data.split})"
+        )
+        write_config(args.write, results, best, command, where, config.retrieval, args.max_cost)
         out["config"] = args.write
     if args.json:
         print_json(out)

@@ -112,7 +112,7 @@ METHODS: dict[str, Method] = {
             index_texts="summary",
             reader="retrieved_context",
         ),
-        # Beyond the paper: metadata-aware and long-context retrieval (t2rag.retrieval.fused, .chunked_dense).
+        # Beyond the paper: metadata-aware and long-context retrieval (t2rag.retrieval.fusion.weighted, .chunked_dense).
         Method("bm25_numeric", "BM25 over numeric- and table-aware tokens", retriever="bm25_numeric", stages=LEXICAL),
         Method("chunked", "dense over overlapping chunks, max-pooled per context", retriever="chunked", stages=DENSE),
         Method("bm25_meta", "numeric BM25 fused with the metadata prior", retriever="bm25_meta", stages=LEXICAL),

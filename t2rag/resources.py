@@ -22,10 +22,10 @@ from t2rag.methods import Method
 from t2rag.progress import StageLog
 from t2rag.prompts import Prompts
 from t2rag.retrieval import Retriever, build_retriever
-from t2rag.retrieval.embed_tokenizer import EmbedTokenizer
-from t2rag.retrieval.embedder import Embedder, make_embedder
-from t2rag.retrieval.hashing_embedder import HashingEmbedder
-from t2rag.retrieval.vector_store import VectorStore
+from t2rag.retrieval.dense.embed_tokenizer import EmbedTokenizer
+from t2rag.retrieval.dense.embedder import Embedder, make_embedder
+from t2rag.retrieval.dense.hashing_embedder import HashingEmbedder
+from t2rag.retrieval.dense.vector_store import VectorStore
 from t2rag.summaries import GenerateRows, in_chunks, summarized
 
 

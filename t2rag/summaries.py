@@ -23,7 +23,7 @@ from t2rag.generation.registry import engine_of
 from t2rag.generation.requests import free_text_requests, generation_columns, requests_of
 from t2rag.progress import StageLog
 from t2rag.prompts import Prompts
-from t2rag.retrieval.vector_store import VectorStore
+from t2rag.retrieval.dense.vector_store import VectorStore
 
 #: Contexts summarised per generator call in one process (each call is one progress line).
 CHUNK = 8

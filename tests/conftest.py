@@ -274,7 +274,7 @@ def finqa_embedded(sample, minilm):
     The passage vectors are those of the session's index of the corpus, embedded here unless an earlier test's run
     (the CLI's retrieval-only evaluation) already built it: embedding the corpus is half a minute on 2 cores."""
     from t2rag.data import build_corpus
-    from t2rag.retrieval.dense import DenseRetriever
+    from t2rag.retrieval.dense.retriever import DenseRetriever
     from t2rag.stages.embed import vectors_of
 
     corpus = build_corpus(sample, "FinQA")

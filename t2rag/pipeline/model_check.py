@@ -16,8 +16,8 @@ from t2rag.errors import ModelUnavailable
 from t2rag.generation.registry import engine_of
 from t2rag.methods import get_method
 from t2rag.model_access import Availability, hub_availability
-from t2rag.retrieval.embedder import resolve_model_path
-from t2rag.retrieval.hashing_embedder import HASHING_MODEL
+from t2rag.retrieval.dense.embedder import resolve_model_path
+from t2rag.retrieval.dense.hashing_embedder import HASHING_MODEL
 from t2rag.stages import STAGES
 from t2rag.stages.work import WorkGroup
 

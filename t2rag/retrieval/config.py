@@ -8,16 +8,16 @@ from functools import partial
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from t2rag.retrieval.base import Retriever
-from t2rag.retrieval.bm25 import BM25Retriever
-from t2rag.retrieval.chunked_dense import ChunkedDenseRetriever
-from t2rag.retrieval.chunking import ChunkingConfig
-from t2rag.retrieval.dense import DenseRetriever
-from t2rag.retrieval.embedder import EmbedderConfig
-from t2rag.retrieval.fused import FUSED_METHODS, FusedRetriever, FusionConfig, FusionWeights
-from t2rag.retrieval.hybrid import HybridBM25Retriever, HybridRRFRetriever
+from t2rag.retrieval.dense.chunked import ChunkedDenseRetriever
+from t2rag.retrieval.dense.chunking import ChunkingConfig
+from t2rag.retrieval.dense.embedder import EmbedderConfig
+from t2rag.retrieval.dense.retriever import DenseRetriever
+from t2rag.retrieval.dense.vector_store import AnnConfig
+from t2rag.retrieval.fusion.hybrid import HybridBM25Retriever, HybridRRFRetriever
+from t2rag.retrieval.fusion.weighted import FUSED_METHODS, FusedRetriever, FusionConfig, FusionWeights
+from t2rag.retrieval.lexical.bm25 import BM25Retriever
 from t2rag.retrieval.reranker import RerankerConfig
 from t2rag.retrieval.shards import ShardedRetriever, shard_ranges
-from t2rag.retrieval.vector_store import AnnConfig
 from t2rag.tokenize import TOKENIZERS
 
 

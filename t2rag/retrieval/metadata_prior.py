@@ -4,7 +4,7 @@ T2-RAGBench questions name their company and year ("... Citi's common stock ... 
 metadata (`company_name`, `company_symbol`, `report_year`). Names vary between the two ("Citi" / "Citigroup",
 "Spirent Communications Plc" / "spirent-communications-plc", "Interpublic Group of Companies (The)"), and a question
 may ask about one company inside another's report, so the match is a graded feature that fusion weighs
-(`t2rag.retrieval.fused`), not a hard filter.
+(`t2rag.retrieval.fusion.weighted`), not a hard filter.
 
 Features per (question, document), all in [0, 1]:
 - `company`: the share of a document's company-name tokens the question contains, each token weighted by its

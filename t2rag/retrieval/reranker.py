@@ -19,9 +19,9 @@ from t2rag.data.corpus import Corpus
 from t2rag.model_access import loading
 from t2rag.model_loads import record_load
 from t2rag.retrieval.base import Hits
-from t2rag.retrieval.embedder import default_device, model_dtype, resolve_model_path
+from t2rag.retrieval.dense.embedder import default_device, model_dtype, resolve_model_path
+from t2rag.retrieval.dense.token_batches import prefetched
 from t2rag.retrieval.ranking import top_n
-from t2rag.retrieval.token_batches import prefetched
 
 log = logging.getLogger(__name__)
 

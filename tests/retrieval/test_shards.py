@@ -12,10 +12,10 @@ from t2rag.data.corpus import Corpus
 from t2rag.pipeline.local import LocalRunner
 from t2rag.retrieval import EmbedderConfig, build_retriever
 from t2rag.retrieval.base import Hits, QueryBlock
-from t2rag.retrieval.bm25_matrix import BM25Statistics
 from t2rag.retrieval.config import RetrievalConfig
-from t2rag.retrieval.dense import DenseRetriever
-from t2rag.retrieval.embedder import make_embedder
+from t2rag.retrieval.dense.embedder import make_embedder
+from t2rag.retrieval.dense.retriever import DenseRetriever
+from t2rag.retrieval.lexical.bm25_matrix import BM25Statistics
 from t2rag.retrieval.shards import ShardedRetriever, merge_hits, shard_ranges
 from tests.conftest import question_batch
 

@@ -40,7 +40,7 @@ def _by(records, method):
 def test_each_router_ranks_scores_and_searches_as_counted_here(routed_run, tiny_data):
     from t2rag.data import load_questions
     from t2rag.retrieval.config import EmbedderConfig
-    from t2rag.retrieval.hashing_embedder import HashingEmbedder
+    from t2rag.retrieval.dense.hashing_embedder import HashingEmbedder
 
     questions = load_questions(tiny_data)
     records = read_records(routed_run)
