@@ -49,6 +49,7 @@ from t2rag.results.findings import (
 from t2rag.results.plots import plot_rank_curves
 from t2rag.results.significance import ALL_SUBSETS, compare
 from t2rag.results.tables import markdown_table, method_columns
+from t2rag.retrieval.config import INGREDIENTS, ablation_ladder
 from t2rag.run_folder.files import MANIFEST_FILE, read_json, read_manifest, read_records, read_result, report_dir
 from t2rag.run_folder.scorecards import (
     DEFAULT_RETRIEVAL_METRICS,
@@ -174,34 +175,21 @@ def retrieval_table(scorecards: dict[str, dict]) -> tuple[list[str], list[list[o
     return header, rows
 
 
-#: The retrieval ablation: each method with the components it has on (lexical, numeric tokens, metadata prior,
-#: page evidence, the question read without its company's name, dense, chunked dense), from plain BM25 to everything
-#: fused.
-ABLATION_LADDER: dict[str, tuple[str, ...]] = {
-    "bm25": ("lexical",),
-    "bm25_numeric": ("lexical", "numeric"),
-    "bm25_meta": ("lexical", "numeric", "metadata"),
-    "bm25_page": ("lexical", "numeric", "metadata", "page"),
-    "bm25_focus": ("lexical", "numeric", "metadata", "page", "company-free"),
-    "base": ("dense",),
-    "chunked": ("dense", "chunks"),
-    "hybrid_bm25": ("lexical", "dense"),
-    "hybrid_chunked": ("lexical", "numeric", "dense", "chunks"),
-    "hybrid_meta": ("lexical", "numeric", "metadata", "dense", "chunks"),
-}
-ABLATION_COMPONENTS = ("lexical", "numeric", "metadata", "page", "company-free", "dense", "chunks")
+#: The retrieval ablation: each registered retriever with the ingredients it combines (`ablation_ladder`), from plain
+#: BM25 to everything fused.
 ABLATION_METRICS = ("mrr@3", "recall@1", "recall@3", "recall@5")
 
 
 def ablation_table(scorecards: dict[str, dict]) -> tuple[list[str], list[list[object]]]:
     """Each ladder method that ran, its components on (x) or off, and its retrieval metrics per subset and
     weighted; empty unless a ladder method beyond the paper's ran."""
-    ran = [m for m in ABLATION_LADDER if m in scorecards and "mrr@3" in scorecards[m]["weighted"]]
+    ladder = ablation_ladder()
+    ran = [m for m in ladder if m in scorecards and "mrr@3" in scorecards[m]["weighted"]]
     if not any(m not in PAPER_METHODS and m != "bm25" for m in ran):
         return [], []
     header, rows = method_columns({m: scorecards[m] for m in ran}, ABLATION_METRICS)
-    marks = {m: ["x" if c in ABLATION_LADDER[m] else "" for c in ABLATION_COMPONENTS] for m in ran}
-    return ["method", *ABLATION_COMPONENTS, *header[1:]], [[r[0], *marks[r[0]], *r[1:]] for r in rows]
+    marks = {m: ["x" if c in ladder[m] else "" for c in INGREDIENTS] for m in ran}
+    return ["method", *INGREDIENTS, *header[1:]], [[r[0], *marks[r[0]], *r[1:]] for r in rows]
 
 
 #: The family's answer yardsticks per method and subset: (column label, scorecard key).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -16,6 +17,8 @@ from t2rag.retrieval.dense.vector_store import AnnConfig
 from t2rag.retrieval.fusion.hybrid import HybridBM25Retriever, HybridRRFRetriever
 from t2rag.retrieval.fusion.weighted import FUSED_METHODS, FusedRetriever, FusionConfig, FusionWeights
 from t2rag.retrieval.lexical.bm25 import BM25Retriever
+from t2rag.retrieval.metadata_prior import FEATURES
+from t2rag.retrieval.page_evidence.features import PAGE_FEATURES
 from t2rag.retrieval.reranker import RerankerConfig
 from t2rag.retrieval.shards import ShardedRetriever, shard_ranges
 from t2rag.tokenize import TOKENIZERS
@@ -117,21 +120,64 @@ def fused_retriever(name: str, c: RetrievalConfig, weights: FusionWeights | None
     )
 
 
-RETRIEVERS: dict[str, Callable[[RetrievalConfig], Retriever]] = {
-    "bm25": _bm25,
-    "base": _dense,
-    "hybrid_bm25": lambda c: HybridBM25Retriever(_dense(c), _bm25(c), c.hybrid.alpha, c.hybrid.beta),
-    "hybrid_rrf": lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates),
-    "bm25_numeric": lambda c: _bm25(c, "numeric"),
-    "chunked": _chunked,
-    **{name: partial(fused_retriever, name) for name in FUSED_METHODS},
+#: What a registered retriever combines, in the order the report's ablation table shows them: BM25 (`lexical`), its
+#: numeric tokenizer, the metadata prior, page evidence, BM25 without the company's name, a dense encoder, chunks.
+INGREDIENTS: tuple[str, ...] = ("lexical", "numeric", "metadata", "page", "company-free", "dense", "chunks")
+
+
+@dataclass(frozen=True)
+class RegisteredRetriever:
+    """A retriever the registry builds by name, and what it combines (`INGREDIENTS`)."""
+
+    build: Callable[[RetrievalConfig], Retriever]
+    ingredients: tuple[str, ...]
+
+
+def _fused_ingredients(name: str) -> tuple[str, ...]:
+    """A fused retriever's ingredients, read off its components (the fusion's BM25 tokenizer is numeric)."""
+    method, parts = FUSED_METHODS[name], set(FUSED_METHODS[name].components)
+    has = {
+        "lexical": "lexical" in parts,
+        "numeric": "lexical" in parts and FusionConfig().tokenizer == "numeric",
+        "metadata": bool(parts & set(FEATURES)),
+        "page": bool(parts & set(PAGE_FEATURES)),
+        "company-free": method.company_free,
+        "dense": "dense" in parts,
+        "chunks": "dense" in parts,  # the fused dense component is the chunked retriever
+    }
+    return tuple(i for i in INGREDIENTS if has[i])
+
+
+RETRIEVERS: dict[str, RegisteredRetriever] = {
+    "bm25": RegisteredRetriever(_bm25, ("lexical",)),
+    "base": RegisteredRetriever(_dense, ("dense",)),
+    "hybrid_bm25": RegisteredRetriever(
+        lambda c: HybridBM25Retriever(_dense(c), _bm25(c), c.hybrid.alpha, c.hybrid.beta), ("lexical", "dense")
+    ),
+    "hybrid_rrf": RegisteredRetriever(
+        lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates), ("lexical", "dense")
+    ),
+    "bm25_numeric": RegisteredRetriever(lambda c: _bm25(c, "numeric"), ("lexical", "numeric")),
+    "chunked": RegisteredRetriever(_chunked, ("dense", "chunks")),
+    **{name: RegisteredRetriever(partial(fused_retriever, name), _fused_ingredients(name)) for name in FUSED_METHODS},
 }
+
+
+def ablation_ladder() -> dict[str, tuple[str, ...]]:
+    """Every registered retriever and its ingredients, lexical ones first and each kind from the fewest
+    ingredients up (dense alone before dense with BM25)."""
+
+    def rung(name: str) -> tuple[bool, bool, int]:
+        got = RETRIEVERS[name].ingredients
+        return "dense" in got, "dense" in got and "lexical" in got, len(got)
+
+    return {name: RETRIEVERS[name].ingredients for name in sorted(RETRIEVERS, key=rung)}
 
 
 def build_retriever(name: str, config: RetrievalConfig | None = None) -> Retriever:
     """A fresh, unindexed retriever by registry name."""
     try:
-        factory = RETRIEVERS[name]
+        factory = RETRIEVERS[name].build
     except KeyError:
         raise ValueError(f"unknown retriever '{name}' (choose from {', '.join(RETRIEVERS)})") from None
     config = config or RetrievalConfig()

@@ -10,7 +10,8 @@ import pyarrow as pa
 from t2rag.cli import main
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
-from t2rag.results.report import ABLATION_COMPONENTS, write_report
+from t2rag.results.report import write_report
+from t2rag.retrieval.config import INGREDIENTS
 from t2rag.run_folder.files import read_records, write_records
 from t2rag.run_folder.records import to_records
 from t2rag.run_folder.scorecards import wilson_interval
@@ -26,7 +27,7 @@ def test_ablation_table_marks_components_and_matches_the_summary(tmp_path) -> No
     with open(tmp_path / "report" / "retrieval_ablation.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["method"] for r in rows] == methods
-    on = {r["method"]: {c for c in ABLATION_COMPONENTS if r[c] == "x"} for r in rows}
+    on = {r["method"]: {c for c in INGREDIENTS if r[c] == "x"} for r in rows}
     assert on == {
         "bm25": {"lexical"},
         "bm25_numeric": {"lexical", "numeric"},

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from t2rag.data import build_corpora, load_questions
-from t2rag.retrieval.fusion import weighted as fused
 from t2rag.retrieval.base import MIN_DEPTH, Hits
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
 from t2rag.retrieval.contained_pages import DEPTH
+from t2rag.retrieval.fusion import weighted as fused
 from t2rag.retrieval.page_evidence.features import PAGE_FEATURES
 from t2rag.retrieval.ranking import top_n
 
