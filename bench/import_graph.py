@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("t2rag", "ray_jobs", "serve")
 LAYERS: list[tuple[str, ...]] = [
-    ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.model_loads", "t2rag.model_access", "t2rag.quiet",
+    ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.pools", "t2rag.model_loads", "t2rag.model_access", "t2rag.quiet",
      "t2rag.jsonl", "t2rag.tokenize"),
     ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.routing"),
     ("t2rag.generation", "t2rag.retrieval"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ray_jobs.pools import PoolSpec
+from t2rag.pools import PoolSpec
 
 #: CPUs that must stay free for Ray Data's tasks (reading blocks, light stages, writing records).
 TASK_CPUS = 1.0
@@ -56,10 +56,12 @@ class Fit:
 def describe(pool: PoolSpec) -> str:
     """A pool in a few words: its stages, engine, model and size."""
     what = "+".join(pool.stages)
-    size = f"{pool.actors} x {_num(pool.cpus)} CPU" + (f" + {_num(pool.gpus)} GPU" if pool.gpus else "")
+    size = f"{pool.shape.actors} x {_num(pool.shape.cpus)} CPU" + (
+        f" + {_num(pool.shape.gpus)} GPU" if pool.shape.gpus else ""
+    )
     engine = f"{pool.engine}, " if pool.engine else ""
-    if pool.engine and pool.gpus:
-        engine += f"tensor parallel {pool.gpus_together}, "
+    if pool.engine and pool.shape.gpus:
+        engine += f"tensor parallel {pool.shape.gpus_together}, "
     return f"{what} ({engine}{pool.model + ', ' if pool.model else ''}{size})"
 
 
@@ -77,8 +79,8 @@ def totals(nodes: list[Node]) -> dict[str, float]:
 
 def demand(pools: list[PoolSpec]) -> dict[str, float]:
     return {
-        "CPU": sum(p.actors * p.cpus for p in pools) + TASK_CPUS,
-        "GPU": sum(p.actors * p.gpus for p in pools),
+        "CPU": sum(p.shape.actors * p.shape.cpus for p in pools) + TASK_CPUS,
+        "GPU": sum(p.shape.actors * p.shape.gpus for p in pools),
     }
 
 
@@ -87,9 +89,13 @@ def fit(pools: list[PoolSpec], nodes: list[Node]) -> Fit:
     free = [_Free(n, n.cpus, n.gpus) for n in nodes]
     units = []  # (pool, cpus, gpus) per actor, or per group of an actor's GPUs that must share a node
     for pool in pools:
-        groups = max(1, round(pool.gpus / pool.gpus_together)) if pool.gpus and pool.gpus_together else 1
-        for _ in range(pool.actors):
-            units += [(pool, pool.cpus / groups, pool.gpus / groups)] * groups
+        groups = (
+            max(1, round(pool.shape.gpus / pool.shape.gpus_together))
+            if pool.shape.gpus and pool.shape.gpus_together
+            else 1
+        )
+        for _ in range(pool.shape.actors):
+            units += [(pool, pool.shape.cpus / groups, pool.shape.gpus / groups)] * groups
     units.sort(key=lambda u: (u[2], u[1]), reverse=True)
     needed, available = demand(pools), totals(nodes)
     for pool, cpus, gpus in units:
@@ -106,19 +112,19 @@ def fit(pools: list[PoolSpec], nodes: list[Node]) -> Fit:
 
 
 def _holds(free: _Free, pool: PoolSpec, cpus: float, gpus: float) -> bool:
-    if gpus and pool.accelerator and free.node.accelerator != pool.accelerator:
+    if gpus and pool.shape.accelerator and free.node.accelerator != pool.shape.accelerator:
         return False
     return free.cpus + 1e-9 >= cpus and free.gpus + 1e-9 >= gpus
 
 
 def _why(pool: PoolSpec, cpus: float, gpus: float, free: list[_Free], available: dict[str, float]) -> str:
     unit = f"{_num(cpus)} CPU" + (f" and {_num(gpus)} GPU" if gpus else "") + " on one node"
-    own = {"CPU": pool.actors * pool.cpus, "GPU": pool.actors * pool.gpus}
+    own = {"CPU": pool.shape.actors * pool.shape.cpus, "GPU": pool.shape.actors * pool.shape.gpus}
     for kind in ("GPU", "CPU"):
         if own[kind] > available[kind] + 1e-9:
             return f"alone needs {_num(own[kind])} {kind}s; the cluster has {_num(available[kind])}"
-    if gpus and pool.accelerator and not any(f.node.accelerator == pool.accelerator for f in free):
-        return f"needs {pool.accelerator} GPUs and no node has them"
+    if gpus and pool.shape.accelerator and not any(f.node.accelerator == pool.shape.accelerator for f in free):
+        return f"needs {pool.shape.accelerator} GPUs and no node has them"
     largest = max(free, key=lambda f: (f.node.gpus, f.node.cpus), default=None)
     if largest is None:
         return "has no node to run on"

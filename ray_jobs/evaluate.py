@@ -82,7 +82,7 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
         require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
         work = plan_work(config, resources.questions, done_keys(config.out))
         require_models(config, work)  # and what needs a model that cannot be had
-        shapes = {p.role: (p.actors, p.cpus, p.gpus) for p in pools_of(config, resources, work)}
+        shapes = {p.role: p.shape for p in pools_of(config, resources, work)}
         plan = plan_of_run(config, resources, work, {r: s for r, s in shapes.items() if r in ("passages", "queries")})
         with claim_run(config, resources.questions, overwrite), GeneratorService(config) as service:
             return _run(config, resources, started, service, plan)

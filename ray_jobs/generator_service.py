@@ -35,10 +35,10 @@ import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
 from t2rag.errors import GeneratorUnavailable
-from t2rag.generation.engine import Placement
 from t2rag.generation.prefix import route_keys
 from t2rag.generation.registry import engine_of
 from t2rag.generation.requests import GENERATION_COLUMNS
+from t2rag.pools import PoolShape
 
 log = logging.getLogger("t2rag.progress")
 
@@ -48,7 +48,7 @@ IMBALANCE = 4
 CLIENTS_PER_REPLICA = 2
 
 
-def generator_placement(config: RunConfig) -> Placement:
+def generator_placement(config: RunConfig) -> PoolShape:
     """How the run's generator engine asks to be held (t2rag.generation.engine)."""
     assert config.generator is not None
     return engine_of(config.generator).placement(config.generator)
@@ -135,10 +135,10 @@ class GeneratorService:
             "max_restarts": -1,
             "max_task_retries": 0,  # the client retries, on another replica when this one is gone
             # every client may hold a batch here at once (vLLM runs them together), and `pending` still answers
-            "max_concurrency": CLIENTS_PER_REPLICA * s.replicas + 2,
+            "max_concurrency": CLIENTS_PER_REPLICA * s.actors + 2,
             "runtime_env": s.runtime_env,
         }
-        for _ in range(s.replicas):
+        for _ in range(s.actors):
             if bundles > 1:  # model parallelism: the engine's Ray workers go in this group (one GPU each)
                 bundle = {"GPU": 1, "CPU": 1}
                 if s.accelerator:
@@ -153,7 +153,7 @@ class GeneratorService:
                     resources["accelerator_type"] = s.accelerator
                 handle = actor.options(**resources, **options)
             self._replicas.append(handle.remote(self.config.model_dump_json()))
-        log.info("generator: %d replica(s) of %s starting", s.replicas, self.config.generator.model)
+        log.info("generator: %d replica(s) of %s starting", s.actors, self.config.generator.model)
 
     def stop(self) -> None:
         import ray
@@ -179,14 +179,16 @@ class ServiceClient:
         attempts: int,
         by_prefix: bool = False,
         restart_s: float = 900.0,
-        shape: dict | None = None,
+        model: str = "the generator",
+        shape: PoolShape | None = None,
     ):
         self.replicas = replicas
         self.timeout_s = timeout_s
         self.attempts = attempts
         self.by_prefix = by_prefix
         self.restart_s = restart_s
-        self.shape = shape or {"model": "the generator", "CPU": 1.0, "GPU": 0.0}
+        self.model = model
+        self.shape = shape or PoolShape(1, 1.0, 0.0)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         if not self.by_prefix or len(self.replicas) < 2 or batch.num_rows == 0:
@@ -262,19 +264,19 @@ class ServiceClient:
         """Why no replica came back: the live nodes, and how many could hold one by their total resources."""
         import ray
 
-        shape = self.shape
+        need = {"CPU": self.shape.cpus, "GPU": _gpus_on_one_node(self.shape)}
         live = [n for n in ray.nodes() if n.get("Alive")]
         fit = [
             n for n in live
-            if all(n.get("Resources", {}).get(r, 0.0) >= shape[r] for r in ("CPU", "GPU") if shape[r] > 0)
+            if all(n.get("Resources", {}).get(r, 0.0) >= need[r] for r in ("CPU", "GPU") if need[r] > 0)
         ]  # fmt: skip
-        holds = f"{shape['CPU']:g} CPU and {shape['GPU']:g} GPU"
+        holds = f"{need['CPU']:g} CPU and {need['GPU']:g} GPU"
         where = (
             f"none of the {len(live)} live node(s) has the {holds} a replica needs"
             if not fit
             else f"{len(fit)} of the {len(live)} live node(s) could hold one ({holds}), but none started there"
         )
-        return f"generator: no replica of {shape['model']} came back within {self.restart_s:g} s; {where}"
+        return f"generator: no replica of {self.model} came back within {self.restart_s:g} s; {where}"
 
     def _least_busy(self):
         loads = self._loads()
@@ -296,9 +298,10 @@ class ServiceClient:
         return loads
 
 
-def _gpus_on_one_node(placement: Placement) -> float:
+def _gpus_on_one_node(shape: PoolShape) -> float:
     """The GPUs of one replica that a single node must have (a tensor-parallel group's)."""
-    return float(min(placement.gpus, placement.gpus_together)) if placement.gpus else 0.0
+    together = shape.gpus_together or shape.gpus
+    return float(min(shape.gpus, together)) if shape.gpus else 0.0
 
 
 def _failed(batch: pa.Table, error: str) -> pa.Table:
@@ -333,7 +336,8 @@ def place_on_service(ds, service: GeneratorService, config: RunConfig):
             "attempts": config.ray.generate_attempts,
             "by_prefix": g.prefix_reuse,
             "restart_s": config.ray.generator_restart_s,
-            "shape": {"model": g.model, "CPU": placement.cpus, "GPU": _gpus_on_one_node(placement)},
+            "model": g.model,
+            "shape": placement,
         },
         concurrency=CLIENTS_PER_REPLICA * len(service.replicas),
         num_cpus=0,

@@ -25,6 +25,7 @@ import pyarrow as pa
 from ray_jobs.common import count_loads_on_meter, report, use_held_cpus
 from ray_jobs.table_blocks import input_tasks
 from t2rag.config import RunConfig
+from t2rag.pools import PoolShape
 from t2rag.resources import Resources
 from t2rag.retrieval.dense.hashing_embedder import HASHING_MODEL
 from t2rag.stages import STAGES, built
@@ -36,26 +37,16 @@ NEEDS, COLUMNS = "_stages", "_columns"
 ORDER = {name: position for position, name in enumerate(STAGES)}
 
 
-@dataclass(frozen=True)
-class Pool:
-    """An actor pool: how many actors, what each holds, and how many rows a call gets."""
-
-    size: int
-    gpus: float
-    cpus: float
-    batch_size: int
-
-
-def pool_for(kind: str, config: RunConfig) -> Pool:
+def pool_for(kind: str, config: RunConfig) -> PoolShape:
     r = config.ray
     if kind == "embed":
         cpus = r.embed_cpus or (1.0 if r.embed_gpus else float(min(os.cpu_count() or 1, 8)))
-        return Pool(r.embed_actors, r.embed_gpus, cpus, r.embed_batch_size)
+        return PoolShape(r.embed_actors, cpus, r.embed_gpus, r.embed_batch_size)
     if kind == "tokenize":
-        return Pool(r.tokenize_actors, 0.0, 1.0, r.embed_batch_size)
+        return PoolShape(r.tokenize_actors, 1.0, 0.0, r.embed_batch_size)
     if kind == "rerank":
-        return Pool(r.rerank_actors, r.rerank_gpus, 1.0, r.rerank_batch_size)
-    return Pool(r.retrieve_actors, 0.0, 1.0, r.retrieve_batch_size)
+        return PoolShape(r.rerank_actors, 1.0, r.rerank_gpus, r.rerank_batch_size)
+    return PoolShape(r.retrieve_actors, 1.0, 0.0, r.retrieve_batch_size)
 
 
 #: The pool kind of each stage, as the stage declares it; `light` stages share the retrieval pools' settings.
@@ -219,7 +210,7 @@ class Step:
 
     segment: tuple[str, ...]
     how: Literal["service", "tasks", "actors"]
-    pool: Pool | None = None  # actors only
+    pool: PoolShape | None = None  # actors only
     shards: int = 1
 
 
@@ -259,10 +250,10 @@ def _place(ds, stages: tuple[str, ...], config: RunConfig, base: type[StageRunne
             ds = ds.map_batches(
                 runner,
                 fn_constructor_kwargs={"config_json": part.model_dump_json()},
-                compute=ray.data.ActorPoolStrategy(size=pool.size),
+                compute=ray.data.ActorPoolStrategy(size=pool.actors),
                 num_gpus=pool.gpus,
                 num_cpus=pool.cpus,
-                batch_size=pool.batch_size,
+                batch_size=pool.batch_rows,
                 batch_format="pyarrow",
             )
     return ds

@@ -8,36 +8,12 @@ The generator service is held for the whole run (phase `run`); `index` places it
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 from ray_jobs.generator_service import generator_placement
 from ray_jobs.placement import Step, actor_kind, shared_chain, steps, with_cpu_tokenizing
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL, get_method
+from t2rag.pools import PoolShape, PoolSpec
 from t2rag.stages.work import WorkGroup, split_chain
-
-
-@dataclass(frozen=True)
-class PoolSpec:
-    """One actor pool of a run (the generator's replicas are one)."""
-
-    phase: str  # "index": one pool after another; "evaluate": every pool at once; "run": held through both
-    role: str  # the work it does: generator, queries, passages, rerank, retrieve, tokenize, light
-    stages: tuple[str, ...]
-    model: str | None  # what each actor or replica loads
-    actors: int  # actors, or generator replicas
-    cpus: float  # per actor or replica
-    gpus: float  # per actor or replica
-    gpus_together: int | None = None  # GPUs of one actor that must share a node; None: all of them
-    accelerator: str | None = None  # a Ray accelerator type every GPU of the pool must have
-    engine: str | None = None  # the generator engine these replicas run
-
-    @property
-    def model_loads(self) -> int:
-        return self.actors if self.model else 0
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "model_loads": self.model_loads}
 
 
 def run_pools(config: RunConfig, work: list[WorkGroup], corpora: int, passages: bool) -> list[PoolSpec]:
@@ -67,21 +43,12 @@ def run_pools(config: RunConfig, work: list[WorkGroup], corpora: int, passages: 
 
 def generator_pool(config: RunConfig) -> PoolSpec:
     """The run's generator service: its replicas, each loading the model once."""
-    shape = generator_placement(config)
     g = config.generator
     assert g is not None
-    return PoolSpec(
-        "run",
-        "generator",
-        ("generate",),
-        g.model,
-        actors=shape.replicas,
-        cpus=shape.cpus,
-        gpus=shape.gpus,
-        gpus_together=shape.gpus_together,
-        accelerator=shape.accelerator,
-        engine=g.engine,
-    )
+    placed = generator_placement(config)
+    shape = PoolShape(placed.actors, placed.cpus, placed.gpus, gpus_together=placed.gpus_together,
+                      accelerator=placed.accelerator)  # fmt: skip
+    return PoolSpec("run", "generator", ("generate",), g.model, shape, engine=g.engine)
 
 
 ROLES = {
@@ -107,9 +74,7 @@ def _pool(step: Step, config: RunConfig, phase: str) -> PoolSpec:
         "retrieve" if "retrieve" in step.segment else ROLES.get(first, "light"),
         step.segment,
         _model(actor_kind(first, config), config),
-        actors=pool.size * step.shards,
-        cpus=pool.cpus,
-        gpus=pool.gpus,
+        PoolShape(pool.actors * step.shards, pool.cpus, pool.gpus),
     )
 
 

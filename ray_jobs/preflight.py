@@ -14,14 +14,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ray_jobs.capacity import Fit, Node, describe, fit, live_nodes, totals
-from ray_jobs.pools import PoolSpec, run_pools
+from ray_jobs.pools import run_pools
 from t2rag.config import RunConfig
 from t2rag.errors import T2RagError
 from t2rag.estimate.judging import JudgePlan, plan_judge
+from t2rag.estimate.pools import PoolTime, pool_times, rate_of
 from t2rag.estimate.rates import Rates, load_rates
 from t2rag.estimate.workload import Workload, planned_workload
 from t2rag.methods import get_method
 from t2rag.pipeline.model_check import ModelNeed, needed_models
+from t2rag.pools import PoolSpec
 from t2rag.resources import Resources
 from t2rag.results.tables import markdown_table
 from t2rag.stages.work import WorkGroup, plan_work
@@ -41,13 +43,6 @@ class Target:
 
     description: str
     nodes: list[Node]
-
-
-@dataclass
-class PoolTime:
-    pool: PoolSpec
-    seconds: float | None  # None: no rate known for its model
-    note: str
 
 
 @dataclass
@@ -224,7 +219,7 @@ def estimate(config: RunConfig, pools: list[PoolSpec], workload: Workload, rates
     service, then its pools one after another; the evaluation runs its pools and the service's HyDE documents and
     answers at once (its slowest one sets the time). GPU-hours: GPUs held for those times, the service's for the
     whole run."""
-    times = [t for p in pools for t in _pool_times(p, config, workload, rates)]
+    times = [t for p in pools for t in pool_times(p, workload, rates)]
     service = [t for t in times if t.pool.phase == "run"]
     index = [t for t in times if t.pool.phase == "index"] + [t for t in service if t.note.startswith("summaries")]
     evaluate = [t for t in times if t.pool.phase == "evaluate"] + [t for t in service if t not in index]
@@ -236,60 +231,14 @@ def estimate(config: RunConfig, pools: list[PoolSpec], workload: Workload, rates
     gpu_hours = None
     if all(v is not None for v in phases.values()):
         wall = sum(phases.values())
-        held = sum(p.actors * p.gpus for p in pools if p.phase == "run") * wall
-        indexing = sum(t.seconds * t.pool.actors * t.pool.gpus for t in index if t.pool.phase == "index")
-        streaming = phases.get("evaluate", 0.0) * sum(p.actors * p.gpus for p in pools if p.phase == "evaluate")
+        held = sum(p.shape.actors * p.shape.gpus for p in pools if p.phase == "run") * wall
+        indexing = sum(t.seconds * t.pool.shape.actors * t.pool.shape.gpus for t in index if t.pool.phase == "index")
+        streaming = phases.get("evaluate", 0.0) * sum(
+            p.shape.actors * p.shape.gpus for p in pools if p.phase == "evaluate"
+        )
         gpu_hours = (held + indexing + streaming) / 3600
-    sources = {p.model: rate.source for p in pools if (rate := _rate_of(p, rates)) is not None}
+    sources = {p.model: rate.source for p in pools if (rate := rate_of(p, rates)) is not None}
     return Estimate(times, phases, gpu_hours, config.estimate.price_per_gpu_hour, sources)
-
-
-def _rate_of(pool: PoolSpec, rates: Rates):
-    if pool.model is None:
-        return None
-    if pool.role == "generator":
-        return rates.generators.get(pool.model)
-    if pool.role in ("queries", "passages"):
-        return rates.embedders.get(pool.model)
-    if pool.role == "rerank":
-        return rates.rerankers.get(pool.model)
-    return None
-
-
-def _pool_times(pool: PoolSpec, config: RunConfig, workload: Workload, rates: Rates) -> list[PoolTime]:
-    """Its seconds of work; the generator service's split into summaries and the evaluation's generation (HyDE
-    and answers), with its one model load in the first."""
-    if pool.model is None:
-        return [PoolTime(pool, 0.0, "CPU work, not estimated (seconds at these sizes)")]
-    rate = _rate_of(pool, rates)
-    if rate is None:
-        return [PoolTime(pool, None, f"no rate for {pool.model}: add it to a rates file (estimate.rates)")]
-    if pool.role == "generator":
-        scale = pool.actors * (pool.gpus if rate.device == "gpu" else 1.0)  # GPU rates are per GPU of a replica
-        out, load = [], rate.load_s
-        before = workload.total("pre_answer")
-        label = "HyDE documents, grades and answers" if before.prompts else "answers"
-        evaluated = (label, before + workload.total("answers"))
-        for label, g in (("summaries", workload.total("summaries")), evaluated):
-            if g.prompts:
-                seconds = rate.work_s(g.to_compute, g.positions(), g.output_tokens)
-                note = (f"{label}: {g.prompts:,} prompts, {g.prompt_tokens:,} prompt tokens ({g.to_compute:,} to "
-                        f"compute) + {g.output_tokens:,} output tokens")  # fmt: skip
-                out.append(PoolTime(pool, seconds / scale + load, note))
-                load = 0.0
-        return out
-    per_actor = pool.gpus if pool.gpus else pool.cpus
-    if pool.role == "rerank":
-        pairs = sum(m.reranked_pairs for m in workload.methods)
-        speed = (rate.gpu_pairs_per_s if pool.gpus else rate.cpu_pairs_per_s) * per_actor * pool.actors
-        return [PoolTime(pool, pairs / speed + rate.load_s, f"{pairs:,} pairs")]
-    if pool.role == "passages":
-        tokens = workload.embedded_passage_tokens(rate.window)
-        note = f"{sum(workload.passages.values()):,} passages"
-    else:
-        tokens = workload.embedded_query_tokens(rate.window)
-        note = f"{workload.query_embeddings():,} questions"
-    return [PoolTime(pool, rate.seconds(tokens, pool.actors, pool.cpus, pool.gpus), note)]
 
 
 def render(plan: RunPlan) -> str:
@@ -316,8 +265,8 @@ def render(plan: RunPlan) -> str:
         lines.append("Passages to embed (skipped where an index already holds them): "
                      + ", ".join(f"{k} {n:,}" for k, n in w.passages.items()))  # fmt: skip
     pool_rows = [
-        [p.phase, p.role, "+".join(p.stages), p.engine or "-", p.model or "-", p.actors, p.cpus, p.gpus,
-         p.gpus_together if p.engine and p.gpus else "-", p.model_loads]
+        [p.phase, p.role, "+".join(p.stages), p.engine or "-", p.model or "-", p.shape.actors, p.shape.cpus,
+         p.shape.gpus, p.shape.gpus_together if p.engine and p.shape.gpus else "-", p.model_loads]
         for p in plan.pools
     ]  # fmt: skip
     lines += ["", "Pools (the generator is held for the run; index pools run one after another, evaluation pools"
@@ -343,7 +292,7 @@ def render(plan: RunPlan) -> str:
     for t in e.pools:
         if t.pool.model:
             took = "unknown" if t.seconds is None else _duration(t.seconds)
-            lines.append(f"- {t.pool.role} ({t.pool.model}, {t.pool.actors} x): {took}; {t.note}")
+            lines.append(f"- {t.pool.role} ({t.pool.model}, {t.pool.shape.actors} x): {took}; {t.note}")
     for phase, seconds in e.phases.items():
         lines.append(f"- {phase} phase: {'unknown' if seconds is None else _duration(seconds)}")
     if e.wall_s is not None:

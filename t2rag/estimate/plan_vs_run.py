@@ -14,8 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
+from t2rag.estimate.pools import pool_times
 from t2rag.estimate.rates import load_rates
 from t2rag.estimate.workload import planned_workload
+from t2rag.pools import PoolShape, PoolSpec
 from t2rag.resources import Resources
 from t2rag.stages.work import WorkGroup
 
@@ -23,12 +25,9 @@ FIELDS = ("answers", "prompt_tokens", "to_compute", "output_tokens", "generation
 #: The stage whose total time is an embedding pool's (its role in `t2rag plan`).
 POOL_STAGES = {"passages_s": "index", "queries_s": "embed_queries"}
 
-#: (actors, CPUs each, GPUs each) of an embedding pool.
-Shape = tuple[int, float, float]
-
 
 def plan_of_run(
-    config: RunConfig, resources: Resources, work: list[WorkGroup], embedders: dict[str, Shape]
+    config: RunConfig, resources: Resources, work: list[WorkGroup], embedders: dict[str, PoolShape]
 ) -> dict | None:
     """The plan's figures for `work`: its answers and the seconds of its pools, the embedding pools shaped as
     `embedders` ({"passages" or "queries": shape}) says (None when the run neither answers nor embeds)."""
@@ -45,7 +44,8 @@ def plan_of_run(
                   "queries_s": workload.embedded_query_tokens(embedder.window)}  # fmt: skip
         for field, role in (("passages_s", "passages"), ("queries_s", "queries")):
             if role in embedders and tokens[field]:
-                seconds[field] = round(embedder.seconds(tokens[field], *embedders[role]), 1)
+                pool = PoolSpec("evaluate", role, (), config.retrieval.embedder.model, embedders[role])
+                seconds[field] = round(pool_times(pool, workload, rates)[0].seconds, 1)
     generating = rate.work_s(g.to_compute, g.positions(), g.output_tokens) if rate and g.prompts else None
     keys = [
         f"{m}\x1f{i}"

@@ -6,30 +6,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from t2rag.generation.base import Generator
 from t2rag.generation.config import GeneratorConfig
 from t2rag.model_access import Availability
+from t2rag.pools import PoolShape
 
 #: How an engine takes several requests: one after another in its process, concurrently (an HTTP client), or into
 #: one running batch (vLLM's continuous batching).
 Batching = Literal["one_at_a_time", "concurrent", "continuous"]
-
-
-@dataclass(frozen=True)
-class Placement:
-    """How a Ray run holds the generator: `replicas` actors of `cpus` and `gpus` each, `gpus_together` of whose
-    GPUs must share a node (one tensor-parallel group), `batch_rows` rows per call."""
-
-    replicas: int
-    cpus: float
-    gpus: float
-    batch_rows: int
-    gpus_together: int = 1
-    accelerator: str | None = None  # a Ray accelerator type every GPU must have
-    runtime_env: dict[str, Any] | None = None  # the replica's processes' Ray runtime env
 
 
 class Engine(ABC):
@@ -57,9 +43,9 @@ class Engine(ABC):
         """What else about the weights changes the outputs (a quantisation), "" when nothing does."""
         return ""
 
-    def placement(self, config: Any) -> Placement:
+    def placement(self, config: Any) -> PoolShape:
         """One CPU per replica by default (an engine that holds GPUs says so)."""
-        return Placement(config.replicas, 1.0, 0.0, config.batch_size)
+        return PoolShape(config.replicas, 1.0, 0.0, config.batch_size, gpus_together=1)
 
     def for_serving(self, config: Any) -> Any:
         """The config a served replica runs: a served answer must not depend on the requests before it."""

@@ -28,10 +28,11 @@ from pydantic import Field, model_validator
 from t2rag.errors import ConfigError, EngineRefused, first_line
 from t2rag.generation.base import ChatRequest, ChunkStream, Delta, Generation, Generator, SamplingParams, rejected
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.engine import Batching, Engine, Placement
+from t2rag.generation.engine import Batching, Engine
 from t2rag.generation.models import PACKAGED_MODELS, packaged_availability
 from t2rag.model_access import Availability, hub_availability, loading
 from t2rag.model_loads import record_load
+from t2rag.pools import PoolShape
 
 if TYPE_CHECKING:
     from ray.serve.deployment import Application
@@ -97,10 +98,10 @@ class VLLMEngine(Engine):
     def variant(self, config: VLLMConfig) -> str:
         return config.quantization or ""
 
-    def placement(self, config: VLLMConfig) -> Placement:
+    def placement(self, config: VLLMConfig) -> PoolShape:
         gpus = config.gpus_per_replica
-        return Placement(
-            replicas=config.replicas,
+        return PoolShape(
+            actors=config.replicas,
             cpus=float(gpus or 1),
             gpus=float(gpus),
             batch_rows=config.batch_size,

@@ -17,6 +17,7 @@ from t2rag.methods import ANSWER_TAIL
 from t2rag.model_loads import loads, loads_since
 from t2rag.pipeline.model_check import require_models
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
+from t2rag.pools import PoolShape
 from t2rag.progress import Progress, StageLog
 from t2rag.resources import Resources
 from t2rag.run_folder.files import done_keys, new_part_name, write_records
@@ -63,7 +64,7 @@ class LocalRunner:
         work = self.plan(done_keys(self.config.out))
         require_models(self.config, work)  # before any work: seconds, not after hours
         # This process embeds with every CPU it has: one pool of one actor, for passages and for queries alike.
-        shape = (1, float(os.cpu_count() or 1), 0.0)
+        shape = PoolShape(1, float(os.cpu_count() or 1), 0.0)
         plan = plan_of_run(self.config, self.resources, work, {"passages": shape, "queries": shape})
         with claim_run(self.config, self.resources.questions, overwrite):
             try:

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from t2rag.pools import PoolKind
 from t2rag.prompts import Prompts
 from t2rag.resources import Resources
-
-#: The pool a stage needs on Ray: a GPU model (`embed`, `rerank`), a CPU tokenizer (`tokenize`), an index holder
-#: (`retrieve`), the run's generator (`generate`), or nothing held (`light`).
-PoolKind = Literal["embed", "rerank", "tokenize", "retrieve", "generate", "light"]
 
 
 class Stage:

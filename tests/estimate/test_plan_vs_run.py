@@ -19,7 +19,7 @@ def test_the_runs_plan_is_t2rag_plans_for_the_same_pools():
     resources = Resources(config)
     work = plan_work(config, resources.questions)
     pools = {p.role: p for p in pools_of(config, resources, work)}
-    shapes = {r: (pools[r].actors, pools[r].cpus, pools[r].gpus) for r in ("passages", "queries")}
+    shapes = {r: pools[r].shape for r in ("passages", "queries")}
     mine = plan_of_run(config, resources, work, shapes)
     plan = make_plan(config, local_target(config), resources)
     seconds = {t.pool.role: t.seconds for t in plan.estimate.pools}

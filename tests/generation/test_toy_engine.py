@@ -22,8 +22,9 @@ import pytest
 from t2rag.config import load_config
 from t2rag.generation.base import ChatRequest, Generation, Generator
 from t2rag.generation.config import GeneratorConfig
-from t2rag.generation.engine import Batching, Engine, Placement
+from t2rag.generation.engine import Batching, Engine
 from t2rag.generation.registry import ENGINES, engine_of, register_engine
+from t2rag.pools import PoolShape
 from t2rag.run_folder.files import read_records
 
 pytestmark = pytest.mark.slow
@@ -63,8 +64,8 @@ class ToyEngine(Engine):
     def batching(self, config: ToyConfig) -> Batching:
         return "one_at_a_time"
 
-    def placement(self, config: ToyConfig) -> Placement:
-        return Placement(config.replicas, 0.5, 0.0, config.batch_size)
+    def placement(self, config: ToyConfig) -> PoolShape:
+        return PoolShape(config.replicas, 0.5, 0.0, config.batch_size, gpus_together=1)
 
 
 ENGINE = ToyEngine()
@@ -101,7 +102,12 @@ def test_a_toy_engine_runs_in_one_process_and_on_ray(toy, tiny_data, tmp_path):
     run_local(local)
     distributed = _config(tiny_data, tmp_path / "ray", runner="ray")
     pool = generator_pool(distributed)
-    assert (pool.engine, pool.actors, pool.cpus, pool.gpus) == ("toy", 2, 0.5, 0.0)  # as the engine places it
+    assert (pool.engine, pool.shape.actors, pool.shape.cpus, pool.shape.gpus) == (
+        "toy",
+        2,
+        0.5,
+        0.0,
+    )  # as the engine places it
     run_ray(distributed)
     answers, on_ray = _answers(tmp_path / "local"), _answers(tmp_path / "ray")
     assert len(answers) == 2 * 2 * 3  # two subsets, three sampled questions, two methods

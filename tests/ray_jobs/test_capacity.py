@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from ray_jobs.capacity import Node, demand, describe, fit, nodes_of_ray
-from ray_jobs.pools import PoolSpec
+from t2rag.pools import PoolShape, PoolSpec
 
 
 def vllm(replicas: int, tp: int, accelerator: str | None = None) -> PoolSpec:
-    return PoolSpec("run", "generator", ("generate",), "m", replicas, float(tp), float(tp), tp, accelerator, "vllm")
+    return PoolSpec(
+        "run", "generator", ("generate",), "m", PoolShape(replicas, float(tp), float(tp), 1, tp, accelerator), "vllm"
+    )
 
 
 def actors(n: int, cpus: float, gpus: float = 0.0) -> PoolSpec:
-    return PoolSpec("evaluate", "queries", ("embed_queries",), "e", n, cpus, gpus)
+    return PoolSpec("evaluate", "queries", ("embed_queries",), "e", PoolShape(n, cpus, gpus))
 
 
 def test_a_tensor_parallel_group_needs_its_gpus_on_one_node():
@@ -40,13 +42,15 @@ def test_an_accelerator_type_and_a_cpu_for_tasks():
 def test_a_replica_spanning_two_gpus_has_its_cpus_split_over_its_groups():
     """A replica of 2 GPUs at tensor parallel 1 is two single-GPU groups, each with half its CPUs: two nodes of
     one GPU and 4 CPUs hold it; whole, it would need 8 CPUs and 2 GPUs on one node."""
-    replica = PoolSpec("run", "generator", ("generate",), "m", 1, 8.0, 2.0, 1, engine="vllm")
+    replica = PoolSpec("run", "generator", ("generate",), "m", PoolShape(1, 8.0, 2.0, gpus_together=1), engine="vllm")
     nodes = [Node("a", 4.5, 1), Node("b", 4.5, 1)]
     assert fit([replica], nodes).fits
     assert not fit([replica], [Node("a", 3.5, 1), Node("b", 3.5, 1)]).fits  # 4 CPUs per group
     # Actors are never split, whatever their GPUs.
     assert not fit([actors(1, 2.0, 2.0)], nodes).fits
-    assert not fit([PoolSpec("run", "generator", ("generate",), "m", 1, 2.0, 2.0, engine="llamacpp")], nodes).fits
+    assert not fit(
+        [PoolSpec("run", "generator", ("generate",), "m", PoolShape(1, 2.0, 2.0), engine="llamacpp")], nodes
+    ).fits
 
 
 def test_larger_units_are_placed_first():
@@ -64,7 +68,7 @@ def test_exactly_full_nodes_fit():
 def test_what_a_refusal_says_and_counts():
     cluster = [Node("n", 8, 2, "H100")]
     alone = fit([vllm(3, 1, "H100")], cluster)
-    assert (alone.fits, alone.pool.actors, alone.needed, alone.available) == (
+    assert (alone.fits, alone.pool.shape.actors, alone.needed, alone.available) == (
         False, 3, {"CPU": 4.0, "GPU": 3.0}, {"CPU": 8.0, "GPU": 2.0})  # fmt: skip
     assert alone.reason == "alone needs 3 GPUs; the cluster has 2"
     assert alone.message() == (
@@ -95,7 +99,7 @@ def test_what_a_refusal_says_and_counts():
 
 def test_pools_are_described_in_a_few_words():
     assert describe(vllm(2, 4)) == "generate (vllm, tensor parallel 4, m, 2 x 4 CPU + 4 GPU)"
-    light = PoolSpec("evaluate", "light", ("read_contexts", "answer_prompts"), None, 3, 0.5, 0.0)
+    light = PoolSpec("evaluate", "light", ("read_contexts", "answer_prompts"), None, PoolShape(3, 0.5, 0.0))
     assert describe(light) == "read_contexts+answer_prompts (3 x 0.5 CPU)"
     assert demand([light, vllm(2, 4)]) == {"CPU": 1.5 + 8 + 1, "GPU": 8}
 
