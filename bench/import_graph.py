@@ -8,7 +8,8 @@ set of two or more modules; a package circle is one between t2rag's subpackages 
 one unit (`t2rag.pipeline` importing `t2rag.results` and `t2rag.results` importing `t2rag.pipeline` is one, whichever
 modules the edges join). Layers, lowest first (a module may import from its own layer and those below):
 
-0 foundations: errors, storage, progress, model_loads, model_access, quiet, jsonl, tokenize
+0 foundations: errors, storage (and JSON lines), progress (and timing a call), pools (a pool's shape), model_loads,
+  model_access, quiet, tokenize
 1 data and text: data, answer, metrics, reference, routing
 2 engines: generation, retrieval
 3 run settings, corpus-side steps and the run folder: prompts, methods, config, summaries, the judge's settings,
@@ -31,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("t2rag", "ray_jobs", "serve")
 LAYERS: list[tuple[str, ...]] = [
-    ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.pools", "t2rag.model_loads", "t2rag.model_access", "t2rag.quiet",
-     "t2rag.jsonl", "t2rag.tokenize"),
+    ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.pools", "t2rag.model_loads", "t2rag.model_access",
+     "t2rag.quiet", "t2rag.tokenize"),
     ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.routing"),
     ("t2rag.generation", "t2rag.retrieval"),
     ("t2rag.prompts", "t2rag.methods", "t2rag.config", "t2rag.summaries", "t2rag.judge.config", "t2rag.judge.verdicts",

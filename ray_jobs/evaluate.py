@@ -41,7 +41,7 @@ from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.run_folder.files import RECORDS_DIR, done_keys
 from t2rag.run_folder.records import to_answer_inputs, to_records
-from t2rag.stages.work import WorkGroup, plan_work, split_chain
+from t2rag.stages.work import WorkGroup, split_chain, work_left
 from t2rag.storage import join
 
 log = logging.getLogger("t2rag.progress")
@@ -80,7 +80,7 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
     resources = Resources(config, log=StageLog())
     with ray_session(config.ray):
         require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
-        work = plan_work(config, resources.questions, done_keys(config.out))
+        work = work_left(config, resources.questions, done_keys(config.out))
         require_models(config, work)  # and what needs a model that cannot be had
         shapes = {p.role: p.shape for p in pools_of(config, resources, work)}
         plan = plan_of_run(config, resources, work, {r: s for r, s in shapes.items() if r in ("passages", "queries")})
@@ -98,12 +98,12 @@ def _run(config: RunConfig, resources: Resources, started: float, service: Gener
     indexes: list[dict] = []
 
     def pending(done: set[tuple[str, str]]) -> int:
-        return sum(g.rows.num_rows for g in plan_work(config, resources.questions, done))
+        return sum(g.rows.num_rows for g in work_left(config, resources.questions, done))
 
     def compute(done: set[tuple[str, str]]) -> None:
         with stage_log.stage("build_index", 0):
             indexes[:] = build_indexes(config, resources, service)
-        work = plan_work(config, resources.questions, done)
+        work = work_left(config, resources.questions, done)
         rows = sum(g.rows.num_rows for g in work)
         log.info("evaluate: %d records to compute (%d already done)", rows, len(done))
         with stage_log.stage("pipeline", rows):

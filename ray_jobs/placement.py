@@ -2,7 +2,7 @@
 
 Nothing here decides what a stage does. Consecutive stages of the same kind share one actor (one process holds
 their models and indexes once), and stages that load no model of their own run in the retrieval actors beside them
-(`actor_kind`); stages that hold nothing run as tasks; an embedding stage on GPUs gets its token ids
+(`pool_kind`); stages that hold nothing run as tasks; an embedding stage on GPUs gets its token ids
 from a CPU pool in front of it; a retrieval over a sharded corpus is one pool per shard, in shard order; `generate`
 goes to the run's generator service (ray_jobs.generator_service: one set of model-holding replicas per run, whatever
 phase generates). Every actor reports rows and busy seconds per stage to the meter.
@@ -78,7 +78,7 @@ def _tokenizer_of(stage: str) -> tuple[str, ...]:
     return (TOKENIZER_OF[stage],) if stage in TOKENIZER_OF else ()
 
 
-def actor_kind(name: str, config: RunConfig) -> str:
+def pool_kind(name: str, config: RunConfig) -> str:
     """The kind of pool a stage runs in on Ray: its declared kind, except that a stage holding no model of its own
     (a `light` stage, or an embedding stage of the hashing embedder, which has no weights) runs in the CPU actors of
     the retrieval next to it: one process and one load of the corpus fewer per run. Not when the retrieval is
@@ -93,17 +93,17 @@ def actor_kind(name: str, config: RunConfig) -> str:
 
 
 def segments(stages: tuple[str, ...], config: RunConfig) -> list[tuple[str, ...]]:
-    """Consecutive stages of one actor kind (`actor_kind`) run in the same actor (or task)."""
+    """Consecutive stages of one actor kind (`pool_kind`) run in the same actor (or task)."""
     out: list[list[str]] = []
     for name in stages:
-        if out and actor_kind(name, config) == actor_kind(out[-1][-1], config):
+        if out and pool_kind(name, config) == pool_kind(out[-1][-1], config):
             out[-1].append(name)
         else:
             out.append([name])
     return [tuple(s) for s in out]
 
 
-class StageRunner:
+class StageActor:
     """Runs a fixed sequence of core stages on each batch; one Resources per process, built on the first call."""
 
     stages: ClassVar[tuple[str, ...]] = ()
@@ -111,7 +111,7 @@ class StageRunner:
     def __init__(self, config_json: str):
         count_loads_on_meter()
         config = RunConfig.model_validate_json(config_json)
-        kinds = {actor_kind(s, config) for s in self.stages}
+        kinds = {pool_kind(s, config) for s in self.stages}
         if kinds & TOKENIZING_KINDS:  # the others never import torch (2 s per process)
             use_held_cpus(torch_threads=bool(kinds & TORCH_KINDS))
         resources = Resources(config)
@@ -124,8 +124,8 @@ class StageRunner:
         return run_chain([(name, stage) for name, stage in self.steps if name in needed], batch, report)
 
 
-class SharedRunner(StageRunner):
-    """A StageRunner for rows of several chains: each part of a batch (rows needing the same stages and having the
+class SharedActor(StageActor):
+    """A StageActor for rows of several chains: each part of a batch (rows needing the same stages and having the
     same columns) gets its real columns back and goes through the stages it needs."""
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -142,7 +142,7 @@ def with_column_names(batch: pa.Table) -> pa.Table:
     return batch.select(names[:-1]).append_column(COLUMNS, pa.array([",".join(names)] * batch.num_rows, pa.string()))
 
 
-def runner_class(stages: tuple[str, ...], base: type[StageRunner] = StageRunner) -> type[StageRunner]:
+def actor_class(stages: tuple[str, ...], base: type[StageActor] = StageActor) -> type[StageActor]:
     """A runner class named after its stages (Ray titles each actor's process with it)."""
     name = "".join(STAGES[s].__name__ for s in stages)
     return type(name, (base,), {"stages": stages})
@@ -150,7 +150,7 @@ def runner_class(stages: tuple[str, ...], base: type[StageRunner] = StageRunner)
 
 def place(ds, stages: tuple[str, ...], config: RunConfig, service=None):
     """`ds` through the stages, each segment as an actor pool, a task, or the run's generator `service`."""
-    return _place(ds, with_cpu_tokenizing(stages, config), config, StageRunner, service)
+    return _place(ds, with_cpu_tokenizing(stages, config), config, StageActor, service)
 
 
 def merged_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
@@ -181,7 +181,7 @@ def place_together(parts: list[tuple[object, tuple[str, ...]]], config: RunConfi
         ds.map_batches(tagger(chain), batch_format="pyarrow", concurrency=bound)
         for (ds, _), chain in zip(parts, chains, strict=True)
     ]
-    placed = _place(union(tagged), merged, config, SharedRunner)
+    placed = _place(union(tagged), merged, config, SharedActor)
     return placed.map_batches(_untag, batch_format="pyarrow")
 
 
@@ -223,12 +223,12 @@ def steps(stages: tuple[str, ...], config: RunConfig) -> list[Step]:
         elif not any(STAGES[s].stateful for s in segment):
             out.append(Step(segment, "tasks"))
         else:
-            pool = pool_for(actor_kind(segment[0], config), config)
+            pool = pool_for(pool_kind(segment[0], config), config)
             out.append(Step(segment, "actors", pool, len(shard_configs(segment, config))))
     return out
 
 
-def _place(ds, stages: tuple[str, ...], config: RunConfig, base: type[StageRunner], service=None):
+def _place(ds, stages: tuple[str, ...], config: RunConfig, base: type[StageActor], service=None):
     import ray
 
     config_json = config.model_dump_json()
@@ -240,7 +240,7 @@ def _place(ds, stages: tuple[str, ...], config: RunConfig, base: type[StageRunne
                 raise ValueError("a generate stage needs the run's generator service")
             ds = place_on_service(ds, service, config)
             continue
-        runner = runner_class(step.segment, base)
+        runner = actor_class(step.segment, base)
         if step.how == "tasks":
             ds = ds.map_batches(lambda b, r=runner: r(config_json)(b), batch_format="pyarrow")
             continue

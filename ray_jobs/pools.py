@@ -9,7 +9,7 @@ The generator service is held for the whole run (phase `run`); `index` places it
 from __future__ import annotations
 
 from ray_jobs.generator_service import generator_placement
-from ray_jobs.placement import Step, actor_kind, shared_chain, steps, with_cpu_tokenizing
+from ray_jobs.placement import Step, pool_kind, shared_chain, steps, with_cpu_tokenizing
 from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL, get_method
 from t2rag.pools import PoolShape, PoolSpec
@@ -73,7 +73,7 @@ def _pool(step: Step, config: RunConfig, phase: str) -> PoolSpec:
         phase,
         "retrieve" if "retrieve" in step.segment else ROLES.get(first, "light"),
         step.segment,
-        _model(actor_kind(first, config), config),
+        _model(pool_kind(first, config), config),
         PoolShape(pool.actors * step.shards, pool.cpus, pool.gpus),
     )
 

@@ -26,7 +26,7 @@ from t2rag.pipeline.model_check import ModelNeed, needed_models
 from t2rag.pools import PoolSpec
 from t2rag.resources import Resources
 from t2rag.results.tables import markdown_table
-from t2rag.stages.work import WorkGroup, plan_work
+from t2rag.stages.work import WorkGroup, work_left
 
 #: The launcher writes the cluster file here on the head; a driver there (`ray job submit`) plans against the
 #: largest cluster the autoscaler may start, not only the nodes up now.
@@ -168,7 +168,7 @@ def make_plan(config: RunConfig, target: Target, resources: Resources | None = N
     """The plan of `config` on `target`: the work left (after `done`), pools, fit and estimate."""
     resources = resources or Resources(config)
     rates = load_rates(config.estimate.rates)
-    work = plan_work(config, resources.questions, done)
+    work = work_left(config, resources.questions, done)
     workload = planned_workload(config, resources, work, rates)
     pools = pools_of(config, resources, work)
     return RunPlan(
@@ -208,7 +208,7 @@ def require_fit(config: RunConfig, resources: Resources) -> None:
         return
     bootstrap = os.environ.get("T2RAG_CLUSTER_FILE") or (str(BOOTSTRAP_FILE) if BOOTSTRAP_FILE.exists() else None)
     nodes = cluster_file_target(bootstrap).nodes if bootstrap else live_nodes()
-    pools = pools_of(config, resources, plan_work(config, resources.questions))
+    pools = pools_of(config, resources, work_left(config, resources.questions))
     for outcome in check_fit(pools, nodes).values():
         if not outcome.fits:
             raise PlacementError(outcome.message())

@@ -1,4 +1,4 @@
-"""Paths that may be local or on S3: one pyarrow filesystem view of both.
+"""Paths that may be local or on S3: one pyarrow filesystem view of both, and JSON Lines read and written.
 
 S3 settings come from the standard AWS environment (credentials, region, and `AWS_ENDPOINT_URL` for S3-compatible
 endpoints such as MinIO or a test server); nothing here logs them.
@@ -7,12 +7,15 @@ endpoints such as MinIO or a test server); nothing here logs them.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow.fs as pafs
+
+from t2rag.errors import InputError
 
 
 def is_s3(uri: str | os.PathLike[str]) -> bool:
@@ -100,3 +103,29 @@ def read_bytes(path: str) -> bytes | None:
             return stream.read()
     except (FileNotFoundError, OSError):
         return None
+
+
+#: JSON Lines: one JSON object per non-empty line (predictions files, leaderboard submissions).
+def read_objects(data: bytes, origin: str) -> list[dict]:
+    """The objects of a JSON Lines file; `origin` names it in errors (`origin:line: reason`)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{origin}: not UTF-8 text (byte {exc.start})") from None
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{origin}:{n}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(row, dict):
+            raise InputError(f"{origin}:{n}: each line must be a JSON object")
+        rows.append(row)
+    return rows
+
+
+def dump_objects(rows: Iterable[dict]) -> bytes:
+    """One compact JSON object per line, UTF-8."""
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")

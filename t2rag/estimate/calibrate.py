@@ -36,7 +36,7 @@ from t2rag.generation.base import ChatRequest
 from t2rag.generation.registry import build_generator, engine_of
 from t2rag.methods import get_method
 from t2rag.resources import Resources
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 
 #: Prompts prefilled, spread over the run's prompt lengths (the shortest, the median, the longest).
 PROBE_PROMPTS = 3
@@ -70,7 +70,7 @@ def fit_prefill(points: list[Prefill]) -> tuple[float, float]:
 
 def run_prompts(config: RunConfig, resources: Resources) -> list[list[dict]]:
     """The run's answer prompts that need no model to make, shortest first."""
-    made = known_answer_prompts(resources, plan_work(config, resources.questions))
+    made = known_answer_prompts(resources, work_left(config, resources.questions))
     prompts = sorted({m for ms in made.values() for m in ms}, key=len)
     if not prompts:
         raise ConfigError("no answer prompt of this run can be made without a model: add oracle to its methods")

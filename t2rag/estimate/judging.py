@@ -12,7 +12,7 @@ from t2rag.estimate.rates import DEFAULT_ANSWER_TOKENS, Rates, position_sum
 from t2rag.judge.run import ORDERS, answer_text
 from t2rag.methods import ANSWER_TAIL
 from t2rag.prompts import Prompts
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def plan_judge(config: RunConfig, questions: QuestionSet, rates: Rates) -> Judge
     if judge is None:
         return None
     answered: dict[str, set[tuple[str, str]]] = {}
-    for group in plan_work(config, questions):
+    for group in work_left(config, questions):
         if group.stages[-len(ANSWER_TAIL) :] != ANSWER_TAIL:
             continue
         rows = zip(group.rows.column("method").to_pylist(), group.rows.column("subset").to_pylist(),

@@ -1,7 +1,7 @@
 """What a run asks of its models, counted from the data before anything runs: questions to retrieve for, prompts to
 generate and their tokens, contexts to embed and summarise.
 
-Counts come from the core plan (`plan_work`), so a resumed run counts only what is left. Where a method's answer
+Counts come from the core plan (`work_left`), so a resumed run counts only what is left. Where a method's answer
 prompts need no model to make (no context, the gold context, or a lexical retrieval), the plan makes them as the
 run will, with the run's own stages, so their characters are the run's; prompts shared in part are then counted to
 compute as a prefix-reusing engine computes them (in the run's prefix order, each prompt's prefix in common with the
@@ -131,7 +131,7 @@ def measure_workload(
     answer_tokens: int,
     chars_per_token: float | None = None,
 ) -> Workload:
-    """The workload of the planned rows `work` (see `t2rag.stages.work.plan_work`); each answer is assumed to
+    """The workload of the planned rows `work` (see `t2rag.stages.work.work_left`); each answer is assumed to
     be `answer_tokens` long (at most the generator's `max_tokens`), and a token `chars_per_token` characters long
     (None: `estimate.chars_per_token`)."""
     chars_per_token = chars_per_token or config.estimate.chars_per_token

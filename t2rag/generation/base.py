@@ -141,7 +141,7 @@ def reported_cached_tokens(usage: dict) -> int | None:
 
 
 class Generator(ABC):
-    """A text generation engine."""
+    """Something that turns chat requests into text; an `Engine` (t2rag.generation.engine) builds it."""
 
     engine: str = "generator"
     #: Whether `generate` may be called from several threads at once (their requests then share the engine).

@@ -24,7 +24,7 @@ from t2rag.run_folder.files import done_keys, new_part_name, write_records
 from t2rag.run_folder.records import to_answer_inputs, to_records
 from t2rag.stages import STAGES, Stage
 from t2rag.stages.base import run_chain
-from t2rag.stages.work import WorkGroup, plan_work, split_chain
+from t2rag.stages.work import WorkGroup, split_chain, work_left
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +55,17 @@ class LocalRunner:
             self._stages[name] = STAGES[name](self.resources)
         return self._stages[name]
 
-    def plan(self, done: set[tuple[str, str]]) -> list[WorkGroup]:
-        return plan_work(self.config, self.resources.questions, done)
+    def work_left(self, done: set[tuple[str, str]]) -> list[WorkGroup]:
+        return work_left(self.config, self.resources.questions, done)
 
     def run(self, overwrite: bool = False) -> dict:
         started = time.time()
         before = loads()
-        work = self.plan(done_keys(self.config.out))
+        work = self.work_left(done_keys(self.config.out))
         require_models(self.config, work)  # before any work: seconds, not after hours
         # This process embeds with every CPU it has: one pool of one actor, for passages and for queries alike.
         shape = PoolShape(1, float(os.cpu_count() or 1), 0.0)
-        plan = plan_of_run(self.config, self.resources, work, {"passages": shape, "queries": shape})
+        estimate = plan_of_run(self.config, self.resources, work, {"passages": shape, "queries": shape})
         with claim_run(self.config, self.resources.questions, overwrite):
             try:
                 attempts = run_attempts(self.config, self.config.max_attempts, self.pending, self.compute)
@@ -79,14 +79,14 @@ class LocalRunner:
                 self.resources.data_description(),
                 attempts,
                 loads_since(before),
-                plan,
+                estimate,
             )
 
     def pending(self, done: set[tuple[str, str]]) -> int:
-        return sum(g.rows.num_rows for g in self.plan(done))
+        return sum(g.rows.num_rows for g in self.work_left(done))
 
     def compute(self, done: set[tuple[str, str]]) -> None:
-        work = self.plan(done)
+        work = self.work_left(done)
         log.info("evaluate: %d records to compute (%d already done)", sum(g.rows.num_rows for g in work), len(done))
         generator = self.config.generator
         by_prefix = generator is not None and generator.prefix_reuse

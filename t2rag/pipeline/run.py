@@ -1,7 +1,7 @@
 """A run's lifecycle, the same for every runner: claim the output, find what is done, and finish with the result.
 
 with claim_run(config, questions, overwrite) as done:  # validate, lock, list finished (method, id)
-    ... a runner computes plan_work(config, questions, done) and writes record blocks ...
+    ... a runner computes work_left(config, questions, done) and writes record blocks ...
     result = finish_run(config, log, started, "local", resources.data_description())
 """
 

@@ -19,9 +19,8 @@ import pyarrow.compute as pc
 
 from t2rag.data import QuestionSet, load_questions
 from t2rag.errors import InputError
-from t2rag.jsonl import dump_objects
 from t2rag.run_folder.files import MANIFEST_FILE, read_manifest, read_records
-from t2rag.storage import write_bytes
+from t2rag.storage import dump_objects, write_bytes
 
 LEADERBOARD_FIELDS = ("id", "subset", "context_id", "prediction")
 

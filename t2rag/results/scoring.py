@@ -17,14 +17,13 @@ import pyarrow.parquet as pq
 from t2rag.answer import predict_value
 from t2rag.data.load import QuestionSet
 from t2rag.errors import InputError, first_line
-from t2rag.jsonl import read_objects
 from t2rag.metrics.answers import ANSWER_SCORE_TYPES, answer_scores
 from t2rag.metrics.number_match import number_match_one
 from t2rag.metrics.retrieval import gold_ranks
 from t2rag.run_folder.files import has_records, read_records
 from t2rag.run_folder.records import to_records
 from t2rag.run_folder.scorecards import DEFAULT_RETRIEVAL_METRICS, ROUTING_TYPES, scorecards_of
-from t2rag.storage import filesystem_for
+from t2rag.storage import filesystem_for, read_objects
 
 log = logging.getLogger(__name__)
 

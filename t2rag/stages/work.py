@@ -84,7 +84,7 @@ def _is_in(ids: pa.ChunkedArray, values: list[str]) -> np.ndarray:
     return pc.is_in(ids, pa.array(values, pa.string())).to_numpy(zero_copy_only=False)
 
 
-def plan_work(config: RunConfig, questions: QuestionSet, done: set[tuple[str, str]] | None = None) -> list[WorkGroup]:
+def work_left(config: RunConfig, questions: QuestionSet, done: set[tuple[str, str]] | None = None) -> list[WorkGroup]:
     """The rows still to compute, grouped by their stages."""
     done = done or set()
     scored = questions.scored()

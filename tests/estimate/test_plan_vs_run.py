@@ -10,14 +10,14 @@ from t2rag.config import load_config
 from t2rag.estimate.plan_vs_run import against_run, plan_of_run, plan_table
 from t2rag.estimate.rates import load_rates
 from t2rag.resources import Resources
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 
 
 def test_the_runs_plan_is_t2rag_plans_for_the_same_pools():
     config = load_config(None, {"methods": ["oracle", "bm25", "base"], "generator": "qwen2.5-0.5b", "limit": 2,
                                 "retrieval_only_methods": ["base"]})  # fmt: skip
     resources = Resources(config)
-    work = plan_work(config, resources.questions)
+    work = work_left(config, resources.questions)
     pools = {p.role: p for p in pools_of(config, resources, work)}
     shapes = {r: pools[r].shape for r in ("passages", "queries")}
     mine = plan_of_run(config, resources, work, shapes)

@@ -13,7 +13,7 @@ from t2rag.config import load_config
 from t2rag.estimate.workload import _common_prefix, known_answer_prompts, measure_workload
 from t2rag.prompts import STAND_IN
 from t2rag.resources import Resources
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 
 METHODS = ["pretrained_only", "oracle", "base", "hyde", "summarization"]
 
@@ -22,7 +22,7 @@ METHODS = ["pretrained_only", "oracle", "base", "hyde", "summarization"]
 def measured():
     config = load_config(None, {"methods": METHODS, "generator": "qwen2.5-0.5b", "limit": 5})
     resources = Resources(config)
-    work = plan_work(config, resources.questions)
+    work = work_left(config, resources.questions)
     return config, resources, work, measure_workload(config, resources, work, answer_tokens=100)
 
 
@@ -96,7 +96,7 @@ def test_prompt_tokens_to_compute_count_each_shared_prefix_once():
     gold context once, the rest of every prompt), and without reuse everything is computed."""
     config = load_config(None, {"methods": ["oracle"], "generator": "qwen2.5-0.5b", "data": {"subsets": ["TAT-DQA"]}})
     resources = Resources(config)
-    work = plan_work(config, resources.questions)
+    work = work_left(config, resources.questions)
     answers = measure_workload(config, resources, work, answer_tokens=100).total("answers")
     prompts, corpus = resources.prompts, resources.corpus("TAT-DQA")
     rows = resources.questions.scored()
@@ -161,7 +161,7 @@ def test_contexts_are_counted_as_clipped_by_max_context_chars():
                                 "data": {"subsets": ["FinQA"]}, "prompts": {"max_context_chars": 300}})  # fmt: skip
     resources = Resources(config)
     assert min(len(t) for t in resources.corpus("FinQA").texts) > 300
-    work = plan_work(config, resources.questions)
+    work = work_left(config, resources.questions)
     workload = measure_workload(config, resources, work, answer_tokens=100)
     prompts, ratio = resources.prompts, config.estimate.chars_per_token
     rows = _rows(work, "oracle", "FinQA")
@@ -185,7 +185,7 @@ def test_reranked_pairs_dense_queries_and_question_tokens():
     config = load_config(None, {"methods": ["bm25", "reranker", "base"], "retrieval_only": True, "limit": 5,
                                 "data": {"subsets": ["FinQA"]}})  # fmt: skip
     resources = Resources(config)
-    workload = measure_workload(config, resources, plan_work(config, resources.questions), answer_tokens=100)
+    workload = measure_workload(config, resources, work_left(config, resources.questions), answer_tokens=100)
     questions = resources.questions.scored().column("question").to_pylist()
     per_question = config.retrieval.reranker.candidate_factor * config.retrieval.k
     assert _cell(workload, "reranker", "FinQA").reranked_pairs == len(questions) * per_question
@@ -236,7 +236,7 @@ def test_every_method_s_answer_prompts_are_estimated_from_the_stages_own_prompts
     config = load_config(None, {"methods": names, "generator": "qwen2.5-0.5b", "limit": 8,
                                 "data": {"subsets": ["FinQA"]}})  # fmt: skip
     resources = Resources(config)
-    work = plan_work(config, resources.questions)
+    work = work_left(config, resources.questions)
     workload = measure_workload(config, resources, work, answer_tokens=100)
     corpus, k, ratio = resources.corpus("FinQA"), config.retrieval.k, config.estimate.chars_per_token
     stages = built(resources, PROMPTING)

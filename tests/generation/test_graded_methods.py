@@ -18,7 +18,7 @@ from t2rag.estimate.workload import measure_workload
 from t2rag.pipeline.local import run_local
 from t2rag.resources import Resources
 from t2rag.run_folder.files import read_records
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 from tests.scripted_server import scripted_for
 
 pytestmark = [pytest.mark.slow]
@@ -42,7 +42,7 @@ def test_the_authors_remaining_methods_rank_and_answer_every_sampled_question(
         "prompts": {"max_context_chars": 400, "hyde_max_tokens": 32, "grade_max_tokens": 16},
     })  # fmt: skip
     resources = Resources(config)
-    work = plan_work(config, resources.questions)
+    work = work_left(config, resources.questions)
     planned = measure_workload(config, resources, work, answer_tokens=32)
     for cell in planned.methods:  # one HyDE document or one grade per sampled question, before its answer
         assert cell.pre_answer.prompts == cell.answers.prompts == SAMPLE, cell.method

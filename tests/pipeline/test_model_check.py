@@ -8,13 +8,13 @@ from t2rag.config import load_config
 from t2rag.errors import ModelUnavailable
 from t2rag.pipeline.model_check import needed_models, require_models
 from t2rag.resources import Resources
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 
 
 def _needs(**fields):
     config = load_config(None, {"generator": "smollm2-135m", "limit": 2, **fields})
     resources = Resources(config)
-    return config, resources, needed_models(config, plan_work(config, resources.questions))
+    return config, resources, needed_models(config, work_left(config, resources.questions))
 
 
 @pytest.fixture(autouse=True)
@@ -47,8 +47,8 @@ def test_a_missing_generator_or_one_not_installed_is_named(monkeypatch):
     if not need.available:  # `make models-1.5b` installs it
         assert need.where.startswith("not installed: make models-1.5b")
         with pytest.raises(ModelUnavailable, match=r"the generator 'qwen2.5-coder-1.5b' \(for oracle\): not installed"):
-            require_models(config, plan_work(config, resources.questions))
+            require_models(config, work_left(config, resources.questions))
     unchecked = config.model_copy(update={"check_models": False})
-    assert require_models(unchecked, plan_work(config, resources.questions)) is None
+    assert require_models(unchecked, work_left(config, resources.questions)) is None
     vllm = _needs(methods=["oracle"], generator="vllm")[2][0]
     assert not vllm.available and vllm.model == "Qwen/Qwen2.5-7B-Instruct"

@@ -9,7 +9,7 @@ from t2rag.config import load_config
 from t2rag.data import load_questions
 from t2rag.pipeline.local import LocalRunner
 from t2rag.resources import Resources
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 
 METADATA = ("company_name", "company_symbol", "report_year", "company_sector")
 
@@ -27,7 +27,7 @@ def test_rankings_ignore_the_question_rows_metadata(tmp_path) -> None:
         },
     )
     engine = LocalRunner(config, Resources(config, questions=questions))  # the corpus comes from these rows
-    groups = plan_work(config, questions)
+    groups = work_left(config, questions)
 
     def ranked(metadata) -> dict[tuple[str, str], list[str]]:
         """(method, id) -> ranked context ids, with these metadata columns on every question row."""

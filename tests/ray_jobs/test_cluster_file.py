@@ -15,7 +15,7 @@ from ray_jobs.preflight import check_fit, pools_of
 from t2rag.config import load_config
 from t2rag.errors import ConfigError
 from t2rag.resources import Resources
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 from tests.conftest import requires_vllm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +109,7 @@ def test_every_resource_the_paper_configs_ask_for_exists_on_the_cluster(config, 
     fits the cluster file's nodes, the GPU ones on H100 nodes; one node fewer would not hold the 4-node config."""
     run = load_config(ROOT / config, {"data": {"source": None, "subsets": ["FinQA", "TAT-DQA"]}})
     resources = Resources(run)
-    pools = pools_of(run, resources, plan_work(run, resources.questions))
+    pools = pools_of(run, resources, work_left(run, resources.questions))
     nodes = nodes_of(load_cluster_file(ROOT / "cluster.yaml"), max_workers=workers)
     assert all(f.fits for f in check_fit(pools, nodes).values())
     fewer = nodes_of(load_cluster_file(ROOT / "cluster.yaml"), max_workers=workers - 1)

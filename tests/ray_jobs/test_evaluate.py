@@ -26,7 +26,7 @@ from t2rag.pipeline.local import run_local
 from t2rag.resources import Resources
 from t2rag.results.report import write_report
 from t2rag.run_folder.files import read_records
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 from tests.conftest import HASHING, upload_dir
 from tests.ray_jobs.conftest import replica_holding_a_batch
 from tests.scripted_server import scripted_for
@@ -280,7 +280,7 @@ def test_answered_groups_share_one_generator(ray_local, tiny_data, short_system_
     )
     # A one-node cluster declaring more logical CPUs than the cores: input tasks bounded by the cores.
     assert input_tasks() == os.cpu_count() < ray_local.cluster_resources()["CPU"]
-    work = plan_work(config, Resources(config).questions)
+    work = work_left(config, Resources(config).questions)
     assert sum(g.stages[-2:] == evaluate.ANSWER_TAIL for g in work) == 4  # pretrained_only and oracle share a chain
     placed: list[tuple[str, ...]] = []
     together: list[list[tuple[str, ...]]] = []

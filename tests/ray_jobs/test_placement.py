@@ -12,10 +12,10 @@ from ray_jobs.placement import (
     COLUMNS,
     KINDS,
     NEEDS,
-    SharedRunner,
+    SharedActor,
+    actor_class,
     merged_chain,
     pool_for,
-    runner_class,
     segments,
     shard_configs,
     tagger,
@@ -116,7 +116,7 @@ def test_a_shared_pass_gives_every_row_its_own_chain_and_columns(sample, tmp_pat
 
     mixed = pa.concat_tables([tagger(chain)(rows) for rows, chain in parts], promote_options="default")
     assert mixed.column("query_text").null_count == 10  # what a stage must not read as the rows' query
-    runner = runner_class(DENSE, SharedRunner)(config.model_dump_json())
+    runner = actor_class(DENSE, SharedActor)(config.model_dump_json())
     out = runner(mixed)
 
     engine = LocalRunner(config)

@@ -11,11 +11,11 @@ import pytest
 from t2rag.cli import main
 from t2rag.config import load_config
 from t2rag.errors import InputError
-from t2rag.jsonl import read_objects
 from t2rag.pipeline.local import run_local
 from t2rag.results.export import export_leaderboard, run_questions, validate_leaderboard
 from t2rag.run_folder.files import read_records, write_records
 from t2rag.run_folder.records import to_records
+from t2rag.storage import read_objects
 
 
 @pytest.fixture(scope="module")

@@ -141,7 +141,7 @@ def test_each_stage_adds_what_it_declares_on_every_chain(tiny_data, minilm_reran
     )
     engine = LocalRunner(config)
     chains = set()
-    for group in engine.plan(set()):
+    for group in engine.work_left(set()):
         rows = checked_chain(engine.resources, group.stages, group.rows.slice(0, 1))
         if "parse_answers" in group.stages:  # an answered row has every record column its chain can fill
             unfilled = set() if "retrieve" in group.stages else {"context_ids", "scores", "gold_rank"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from t2rag.config import load_config
 from t2rag.methods import ANSWER, DENSE, METHODS
-from t2rag.stages.work import plan_work
+from t2rag.stages.work import work_left
 
 CONFIGS = {
     "retrieval": {"methods": ["bm25", "base", "hybrid_rrf"], "retrieval_only": True},
@@ -27,7 +27,7 @@ def test_plan_rows_stages_and_resume(sample, tmp_path):
     config = load_config(None, {**CONFIGS["generation"], "out": str(tmp_path)})
     scored = sample.scored()
     first = scored.column("id")[0].as_py()
-    groups = {g.stages: g.rows for g in plan_work(config, sample, {("bm25", first)})}
+    groups = {g.stages: g.rows for g in work_left(config, sample, {("bm25", first)})}
     per_method: dict[tuple[str, bool], int] = {}
     for stages, rows in groups.items():
         for method in rows.column("method").to_pylist():
@@ -54,7 +54,7 @@ def test_plan_rows_stages_and_resume(sample, tmp_path):
 def test_rows_come_by_question_then_method(sample, tmp_path):
     """So that a block embeds each question once for every method that shares it."""
     config = load_config(None, {**CONFIGS["retrieval"], "out": str(tmp_path)})
-    dense = {g.stages: g.rows for g in plan_work(config, sample)}[DENSE].to_pylist()
+    dense = {g.stages: g.rows for g in work_left(config, sample)}[DENSE].to_pylist()
     assert [(r["id"], r["method"]) for r in dense[:4]] == [
         (dense[0]["id"], "base"),
         (dense[0]["id"], "hybrid_rrf"),
