@@ -1,4 +1,4 @@
-"""The mutations issue 40 found surviving the tests, each applied to the code in turn, with the test that must now
+"""The mutations issues 40 and 81 found surviving the tests, each applied to the code in turn, with the test that must now
 fail: proof that each test can fail when its feature breaks.
 
     python bench/named_mutations.py [--only SUBSTRING] [--vllm]
@@ -37,7 +37,7 @@ MUTATIONS = [
     ),
     Mutation(
         "plan: the generator's rate not scaled by its replicas",
-        (("ray_jobs/preflight.py", "scale = pool.actors * (pool.gpus", "scale = 1 * (pool.gpus"),),
+        (("t2rag/estimate/pools.py", "scale = pool.shape.actors * (pool.shape.gpus", "scale = 1 * (pool.shape.gpus"),),
         ("tests/ray_jobs/test_preflight.py::test_more_generator_replicas_share_its_work",),
     ),
     Mutation(
@@ -280,13 +280,68 @@ MUTATIONS = [
     ),
     Mutation(
         "plan: answers timed by every prompt token (prefix reuse ignored)",
-        (("ray_jobs/preflight.py", "rate.work_s(g.to_compute, g.positions(), g.output_tokens)", "rate.work_s(g.prompt_tokens, g.positions(), g.output_tokens)"),),
+        (("t2rag/estimate/pools.py", "rate.work_s(g.to_compute, g.positions(), g.output_tokens)", "rate.work_s(g.prompt_tokens, g.positions(), g.output_tokens)"),),
         ("tests/ray_jobs/test_preflight.py::test_answer_time_is_the_tokens_to_compute_over_the_rate_per_gpu_of_every_replica",),
     ),
     Mutation(
         "plan: a GPU rate not scaled by a replica's GPUs",
-        (("ray_jobs/preflight.py", 'scale = pool.actors * (pool.gpus if rate.device == "gpu" else 1.0)', "scale = pool.actors * 1.0"),),
+        (("t2rag/estimate/pools.py", 'scale = pool.shape.actors * (pool.shape.gpus if rate.device == "gpu" else 1.0)', "scale = pool.shape.actors * 1.0"),),
         ("tests/ray_jobs/test_preflight.py::test_answer_time_is_the_tokens_to_compute_over_the_rate_per_gpu_of_every_replica",),
+    ),
+    Mutation(
+        'issue 81, workload: position sum over chars_per_token once',
+        (('t2rag/estimate/workload.py', 'in_tokens = positions / chars_per_token**2', 'in_tokens = positions / chars_per_token'),),
+        ('tests/estimate/test_figures.py::test_the_answers_position_sum_is_in_tokens_squared',),
+    ),
+    Mutation(
+        "issue 81, workload: the rate's chars_per_token ignored",
+        (('t2rag/estimate/workload.py', 'return measure_workload(config, resources, work, answer_tokens, rate.chars_per_token if rate else None)', 'return measure_workload(config, resources, work, answer_tokens, None)'),),
+        ('tests/estimate/test_figures.py::test_the_plan_counts_tokens_with_the_generators_measured_ratio',),
+    ),
+    Mutation(
+        'issue 81, workload: passage tokens not capped at the window',
+        (('t2rag/estimate/workload.py', 'return sum(n * min(self.passage_tokens[k], window) for k, n in self.passages.items())', 'return sum(n * self.passage_tokens[k] for k, n in self.passages.items())'),),
+        ('tests/estimate/test_figures.py::test_passage_tokens_are_capped_at_the_embedders_window',),
+    ),
+    Mutation(
+        'issue 81, rates: position_sum + computed',
+        (('t2rag/estimate/rates.py', 'return computed * (2 * length - computed) / 1000', 'return computed * (2 * length + computed) / 1000'),),
+        ('tests/estimate/test_figures.py::test_position_sum_is_the_summed_positions_of_the_computed_tokens',),
+    ),
+    Mutation(
+        'issue 81, rates: embedding time ignores the actors',
+        (('t2rag/estimate/rates.py', 'speed = (self.gpu_tokens_per_s * gpus if gpus else self.cpu_tokens_per_s * cpus) * actors', 'speed = self.gpu_tokens_per_s * gpus if gpus else self.cpu_tokens_per_s * cpus'),),
+        ('tests/estimate/test_figures.py::test_embedding_time_divides_the_tokens_among_every_actor',),
+    ),
+    Mutation(
+        'issue 81, plan_vs_run: records without prompt tokens counted',
+        (('t2rag/estimate/plan_vs_run.py', '    mine = records.filter(pc.and_(pc.is_in(keys, pa.array(plan["keys"], pa.string())),\n                                  pc.is_valid(records.column("prompt_tokens"))))  # fmt: skip', '    mine = records.filter(pc.is_in(keys, pa.array(plan["keys"], pa.string())))'),),
+        ('tests/estimate/test_figures.py::test_records_without_prompt_tokens_are_not_answers',),
+    ),
+    Mutation(
+        'issue 81, model_check: summary methods need no generator',
+        (('t2rag/methods.py', 'return "generate" in self.stages or self.index_texts == "summary"', 'return "generate" in self.stages'),),
+        ('tests/pipeline/test_model_check.py::test_a_summary_index_needs_the_generator_even_when_only_retrieving',),
+    ),
+    Mutation(
+        'issue 81, scorecards: non-numeric references of unanswered records',
+        (('t2rag/run_folder/scorecards.py', 'non_numeric = generated & pc.is_null(table.column("reference")).to_numpy(zero_copy_only=False)', 'non_numeric = pc.is_null(table.column("reference")).to_numpy(zero_copy_only=False)'),),
+        ('tests/run_folder/test_scorecards.py::test_non_numeric_references_are_counted_among_the_answered_only',),
+    ),
+    Mutation(
+        'issue 81, files: read_result prefers summary.json',
+        (('t2rag/run_folder/files.py', '    result = read_json(out, RESULT_FILE)\n    return result if result is not None else read_json(out, EARLIER_RESULT_FILE)', '    result = read_json(out, EARLIER_RESULT_FILE)\n    return result if result is not None else read_json(out, RESULT_FILE)'),),
+        ('tests/run_folder/test_files.py::test_the_result_is_read_before_an_older_runs_summary',),
+    ),
+    Mutation(
+        'issue 81, placement: light stages join one-shard retrieval actors',
+        (('ray_jobs/placement.py', '    if r.holds_every_shard:\n        return kind\n    if kind == "light"', '    if kind == "light"'),),
+        ('tests/ray_jobs/test_placement_rules.py::test_light_stages_join_the_retrieval_unless_each_retrieval_actor_holds_one_shard',),
+    ),
+    Mutation(
+        'issue 81, preflight: index fit leaves out the generator service',
+        (('ray_jobs/preflight.py', 'fit([*held, p], nodes) for p in pools if p.phase == "index"}', 'fit([p], nodes) for p in pools if p.phase == "index"}'),),
+        ('tests/ray_jobs/test_placement_rules.py::test_an_index_pool_must_fit_beside_the_generator_service',),
     ),
 ]  # fmt: skip
 

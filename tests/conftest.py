@@ -37,6 +37,8 @@ def pytest_configure(config: pytest.Config) -> None:
 #: workers) they all run in one worker, one after another, so two Ray clusters never run at once.
 RAY_TESTS = ("tests/ray_jobs/", "tests/serve/", "tests/generation/test_toy_engine.py",
              "tests/generation/test_vllm_cpu.py", "tests/estimate/test_calibrate.py")  # fmt: skip
+#: Modules under RAY_TESTS' folders that start no Ray: they run with the fast tests.
+CLUSTERLESS = ("tests/ray_jobs/test_placement_rules.py",)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -45,7 +47,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     `make test` can run them apart from the others."""
     if "scripted_run" in getattr(item, "fixturenames", ()):
         item.add_marker(pytest.mark.scripted)
-    if item.nodeid.startswith(RAY_TESTS):
+    if item.nodeid.startswith(RAY_TESTS) and not item.nodeid.startswith(CLUSTERLESS):
         item.add_marker(pytest.mark.ray)
 
 
@@ -71,7 +73,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class RayTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "ray" if nodeid.startswith(RAY_TESTS) else nodeid
+            return "ray" if nodeid.startswith(RAY_TESTS) and not nodeid.startswith(CLUSTERLESS) else nodeid
 
     return RayTestsTogether(config, log)
 

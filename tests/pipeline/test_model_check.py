@@ -52,3 +52,10 @@ def test_a_missing_generator_or_one_not_installed_is_named(monkeypatch):
     assert require_models(unchecked, work_left(config, resources.questions)) is None
     vllm = _needs(methods=["oracle"], generator="vllm")[2][0]
     assert not vllm.available and vllm.model == "Qwen/Qwen2.5-7B-Instruct"
+
+
+@pytest.mark.parametrize("method", ["summarization", "sumcontext"])
+def test_a_summary_index_needs_the_generator_even_when_only_retrieving(method):
+    _, _, needs = _needs(methods=[method], retrieval_only=True)
+    by_role = {n.role: n for n in needs}
+    assert by_role["generator"].methods == (method,)  # its index is the generator's summaries of the contexts

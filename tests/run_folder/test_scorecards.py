@@ -268,3 +268,17 @@ def test_a_run_scores_every_answer_by_each_yardstick(scripted_run, sample):
         assert weighted["exe_acc"] == pytest.approx(100 * sum(r["exe_acc"] for r in mine) / len(mine), abs=1e-3)
         assert weighted["em"] == pytest.approx(100 * sum(r["em"] for r in scored) / len(scored), abs=1e-3)
         assert weighted["f1"] == pytest.approx(100 * sum(r["f1"] for r in scored) / len(scored), abs=1e-3)
+
+
+def test_non_numeric_references_are_counted_among_the_answered_only():
+    """A retrieval-only record (no Number Match verdict) with a non-numeric reference was not answered: it is not
+    one of the answers whose reference could not be compared."""
+    table = to_records(pa.table({
+        "id": ["q0", "q1", "q2", "q3"], "subset": ["FinQA"] * 4, "method": ["m"] * 4,
+        "gold_rank": pa.array([1, 1, 2, 1], pa.int32()),
+        "number_match": pa.array([False, None, True, None], pa.bool_()),
+        "reference": pa.array([None, None, 1.0, None], pa.float64()),
+    }))  # fmt: skip
+    entry = scorecards_of(table, ("recall@1",))["m"]["subsets"]["FinQA"]
+    assert entry["non_numeric_references"] == 1
+    assert entry["generated"] == 2
