@@ -30,14 +30,12 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ray_jobs.build_index import embed_corpus
-from ray_jobs.common import init_ray
-from ray_jobs.durable import durable
-from t2rag.config import RunConfig, load_config
+from ray_jobs.durable import start_job
+from t2rag.config import RunConfig
 from t2rag.data.corpus import Corpus
 from t2rag.data.distractors import extend, load_distractors, synthetic_contexts
 from t2rag.methods import get_method
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k, recall_at_k
-from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.results.plots import plot_corpus_size
 from t2rag.retrieval import QueryBlock, build_retriever
@@ -432,10 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         "--shard-docs", type=int, default=SHARD_DOCS, help="a synthetic cell above this many documents is sharded"
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    quiet_libraries()
-    config = durable(load_config(args.config))  # inside a Ray job: refused if its outputs would vanish
-    init_ray(config.ray)
+    config = start_job(args.config)
     fractions = tuple(float(f) for f in args.fractions.split(","))
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else None
     methods = args.methods.split(",") if args.methods else None

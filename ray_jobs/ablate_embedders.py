@@ -13,11 +13,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ray_jobs.common import init_ray
-from ray_jobs.durable import durable
-from t2rag.config import RunConfig, load_config
+from ray_jobs.durable import start_job
+from t2rag.config import RunConfig
 from t2rag.pipeline.local import run_local
-from t2rag.quiet import quiet_libraries
 from t2rag.reference import TABLE4_METRICS
 from t2rag.results.tables import markdown_table
 from t2rag.retrieval import EmbedderConfig
@@ -93,10 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "--models", required=True, help="comma-separated embedders, e.g. all-MiniLM-L6-v2,all-MiniLM-L6-v2:128"
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    quiet_libraries()
-    config = durable(load_config(args.config))  # inside a Ray job: refused if its outputs would vanish
-    init_ray(config.ray)
+    config = start_job(args.config)
     for name, path in ablate_embedders(config, parse_models(args.models)).items():
         print(f"{name}: {path}")
     return 0

@@ -17,15 +17,14 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ray_jobs.common import init_ray, log_stage_lines, read_meter, stage_meter
-from ray_jobs.durable import durable
+from ray_jobs.common import log_stage_lines, read_meter, stage_meter
+from ray_jobs.durable import start_job
 from ray_jobs.generator_service import GeneratorService
 from ray_jobs.placement import place
 from ray_jobs.table_blocks import dataset_from_table
-from t2rag.config import RunConfig, load_config
+from t2rag.config import RunConfig
 from t2rag.data import Corpus
 from t2rag.methods import get_method
-from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
 from t2rag.retrieval import build_retriever
 from t2rag.retrieval.base import DensePassages
@@ -144,10 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    quiet_libraries()
-    config = durable(load_config(args.config))  # inside a Ray job: refused if its outputs would vanish
-    init_ray(config.ray)
+    config = start_job(args.config)
     meter = stage_meter()  # held for the job; the embedding actors report to it
     for entry in build_indexes(config):
         print(entry)

@@ -11,11 +11,14 @@ shell), is a durable root that relative paths are resolved under, on either runn
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
-from t2rag.config import RunConfig
+from ray_jobs.common import init_ray
+from t2rag.config import RunConfig, load_config
 from t2rag.errors import ConfigError
+from t2rag.quiet import quiet_libraries
 from t2rag.storage import is_s3, join
 
 STORAGE_ENV = "T2RAG_STORAGE"
@@ -92,4 +95,14 @@ def durable(config: RunConfig) -> RunConfig:
             f"{', '.join(lost)} would be written inside this Ray job's temporary working directory and lost with "
             f"it (a resubmission could not resume): use {DURABLE_CHOICES}"
         )
+    return config
+
+
+def start_job(config_path: str) -> RunConfig:
+    """What every Ray job does first: log lines to the driver, quiet the libraries, read the config (refused when
+    its outputs would vanish with the job's node, `durable`) and join or start the cluster it names."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    quiet_libraries()
+    config = durable(load_config(config_path))
+    init_ray(config.ray)
     return config

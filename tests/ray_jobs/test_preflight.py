@@ -23,11 +23,11 @@ def test_the_paper_config_fits_one_8_gpu_node_with_its_resources_loads_and_estim
     plan = make_plan(config, cluster_file_target(str(ROOT / "cluster.yaml"), max_workers=1))
     assert plan.refusal is None
     held = [p for p in plan.pools if p.phase in ("run", "evaluate")]
-    assert sum(p.actors * p.gpus for p in held) == 8  # the whole node, no more
+    assert sum(p.shape.actors * p.shape.gpus for p in held) == 8  # the whole node, no more
     (generator,) = [p for p in plan.pools if p.role == "generator"]
-    assert generator.phase == "run" and generator.engine == "vllm" and generator.accelerator == "H100"
-    assert (generator.actors, generator.gpus) == (6, 1.0)
-    assert {p.role: p.gpus for p in held if p.engine is None and p.gpus} == {"queries": 1.0, "rerank": 1.0}
+    assert generator.phase == "run" and generator.engine == "vllm" and generator.shape.accelerator == "H100"
+    assert (generator.shape.actors, generator.shape.gpus) == (6, 1.0)
+    assert {p.role: p.shape.gpus for p in held if p.engine is None and p.shape.gpus} == {"queries": 1.0, "rerank": 1.0}
     # One engine per replica for the whole run: summaries, HyDE's documents and the answers share it.
     assert plan.model_loads()["casperhansen/llama-3.3-70b-instruct-awq"] == 6
     e = plan.estimate
@@ -73,7 +73,7 @@ def test_stages_without_a_model_share_the_retrievals_actors(tmp_path):
         ("retrieve", ("embed_queries", "retrieve"), None),
     ]
     sharded = load_config(None, {**fields, "retrieval": {"embedder": {"model": "hashing"}, "shards": 2}})
-    assert [(p.role, p.stages, p.actors) for p in make_plan(sharded, local_target(sharded)).pools] == [
+    assert [(p.role, p.stages, p.shape.actors) for p in make_plan(sharded, local_target(sharded)).pools] == [
         ("passages", ("embed_passages",), 1),
         ("queries", ("embed_queries",), 1),
         ("retrieve", ("retrieve",), 2),
@@ -117,9 +117,9 @@ def test_gpu_hours_count_every_pool_for_the_time_it_holds_its_gpus():
     """The service's GPUs for the whole run, each index pool's while it works, the evaluation pools' for the
     evaluation phase: dropping any of the three changes the figure."""
     e = _paper_plan().estimate
-    held = sum(p.actors * p.gpus for p in {t.pool for t in e.pools if t.pool.phase == "run"})
-    indexing = sum(t.seconds * t.pool.actors * t.pool.gpus for t in e.pools if t.pool.phase == "index")
-    evaluating = sum(p.actors * p.gpus for p in {t.pool for t in e.pools if t.pool.phase == "evaluate"})
+    held = sum(p.shape.actors * p.shape.gpus for p in {t.pool for t in e.pools if t.pool.phase == "run"})
+    indexing = sum(t.seconds * t.pool.shape.actors * t.pool.shape.gpus for t in e.pools if t.pool.phase == "index")
+    evaluating = sum(p.shape.actors * p.shape.gpus for p in {t.pool for t in e.pools if t.pool.phase == "evaluate"})
     assert held == 6 and evaluating == 2 and indexing > 0
     assert e.gpu_hours == pytest.approx((held * e.wall_s + indexing + evaluating * e.phases["evaluate"]) / 3600)
 
@@ -147,7 +147,7 @@ def test_answer_time_is_the_tokens_to_compute_over_the_rate_per_gpu_of_every_rep
         p = plan(tensor_parallel_size=tp, replicas=4, prefix_reuse=reuse)
         answers = _answers(p)
         work = p.workload.total("pre_answer") + p.workload.total("answers")
-        assert (answers.pool.actors, answers.pool.gpus) == (4, tp)
+        assert (answers.pool.shape.actors, answers.pool.shape.gpus) == (4, tp)
         assert (work.to_compute < work.prompt_tokens) is reuse
         expected = (work.to_compute / 1000 + work.output_tokens / 100) / (4 * tp)
         assert answers.seconds == pytest.approx(expected), (tp, reuse)
