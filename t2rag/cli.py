@@ -312,6 +312,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_methods(args: argparse.Namespace) -> int:
+    from t2rag.methods import METHODS, ROUTERS
+    from t2rag.results.tables import markdown_table
+
+    listed = [{"name": m.name, "stages": list(m.chain(generate=True)), "retriever": m.retriever, "origin": "built-in"}
+              for m in METHODS.values()]  # fmt: skip
+    if args.json:
+        print_json(listed)
+        return 0
+    rows = [[m["name"], m["retriever"] or "-", " -> ".join(m["stages"]), m["origin"]] for m in listed]
+    print(markdown_table(["method", "retriever", "stages", "origin"], rows))
+    print(f"\nAny retrieving method also runs as METHOD@ROUTER, ROUTER one of: {', '.join(ROUTERS)}.")
+    return 0
+
+
 def cmd_fit_fusion(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -504,6 +519,10 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--out", default="rates.measured.yaml", help="the rates file to write")
     measure.add_argument("--json", action="store_true")
     measure.set_defaults(func=cmd_rates_measure)
+
+    mth = commands.add_parser("methods", help="every method: its stages, its retriever and where it comes from")
+    mth.add_argument("--json", action="store_true", help="a JSON list of {name, stages, retriever, origin}")
+    mth.set_defaults(func=cmd_methods)
 
     fit = commands.add_parser("fit-fusion", help="fit the fused retrievers' weights on a dev split")
     fit.add_argument("--config", default=None, help="YAML run config whose retrieval settings to use")

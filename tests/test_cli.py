@@ -242,3 +242,19 @@ def test_an_old_flag_or_config_key_is_answered_with_its_successor(capsys, tmp_pa
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and expected in err
+
+
+def test_methods_lists_every_registered_method_with_its_chain(capsys):
+    from t2rag.methods import METHODS
+
+    assert main(["methods", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in listed] == list(METHODS)
+    by_name = {m["name"]: m for m in listed}
+    assert set(by_name["bm25_focus"]) == {"name", "stages", "retriever", "origin"}
+    assert by_name["bm25_focus"]["retriever"] == "bm25_focus" and by_name["oracle"]["retriever"] is None
+    assert by_name["base"]["stages"][:2] == ["embed_queries", "retrieve"]
+    assert by_name["base"]["stages"][-2:] == ["generate", "parse_answers"]
+    assert {m["origin"] for m in listed} == {"built-in"}
+    assert main(["methods"]) == 0
+    assert "| bm25_focus " in capsys.readouterr().out
