@@ -45,10 +45,7 @@ def generator_pool(config: RunConfig) -> PoolSpec:
     """The run's generator service: its replicas, each loading the model once."""
     g = config.generator
     assert g is not None
-    placed = generator_placement(config)
-    shape = PoolShape(placed.actors, placed.cpus, placed.gpus, gpus_together=placed.gpus_together,
-                      accelerator=placed.accelerator)  # fmt: skip
-    return PoolSpec("run", "generator", ("generate",), g.model, shape, engine=g.engine)
+    return PoolSpec("run", "generator", ("generate",), g.model, generator_placement(config), engine=g.engine)
 
 
 ROLES = {

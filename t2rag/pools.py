@@ -3,7 +3,7 @@ cluster, that Ray places, and that a generator engine asks for its replicas."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 #: The kind of pool a stage needs on Ray: a GPU model (`embed`, `rerank`), a CPU tokenizer (`tokenize`), an index
@@ -23,7 +23,8 @@ class PoolShape:
     batch_rows: int = 1
     gpus_together: int | None = None
     accelerator: str | None = None
-    runtime_env: dict[str, Any] | None = None
+    #: Not part of the shape's identity (a dict cannot be hashed): two shapes that differ only here are equal.
+    runtime_env: dict[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

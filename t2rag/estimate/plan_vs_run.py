@@ -37,15 +37,13 @@ def plan_of_run(
     g = workload.total("answers")
     if not g.prompts and not workload.passages and not workload.query_embeddings():
         return None
-    embedder = rates.embedders.get(config.retrieval.embedder.model)
     seconds: dict[str, float | None] = {"passages_s": None, "queries_s": None}
-    if embedder is not None:
-        tokens = {"passages_s": workload.embedded_passage_tokens(embedder.window),
-                  "queries_s": workload.embedded_query_tokens(embedder.window)}  # fmt: skip
-        for field, role in (("passages_s", "passages"), ("queries_s", "queries")):
-            if role in embedders and tokens[field]:
-                pool = PoolSpec("evaluate", role, (), config.retrieval.embedder.model, embedders[role])
-                seconds[field] = round(pool_times(pool, workload, rates)[0].seconds, 1)
+    embedding = {"passages_s": bool(workload.passages), "queries_s": bool(workload.query_embeddings())}
+    for field, role in (("passages_s", "passages"), ("queries_s", "queries")):
+        if role in embedders and embedding[field]:
+            pool = PoolSpec("evaluate", role, (), config.retrieval.embedder.model, embedders[role])
+            (time,) = pool_times(pool, workload, rates)  # no rate for the embedder: seconds None
+            seconds[field] = None if time.seconds is None else round(time.seconds, 1)
     generating = rate.work_s(g.to_compute, g.positions(), g.output_tokens) if rate and g.prompts else None
     keys = [
         f"{m}\x1f{i}"

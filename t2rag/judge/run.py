@@ -27,14 +27,20 @@ from t2rag.judge.config import JudgeConfig
 from t2rag.judge.ratings import ratings
 from t2rag.judge.verdicts import parse_verdict
 from t2rag.prompts import JUDGE_SCHEMA, PromptConfig, Prompts
-from t2rag.run_folder.files import MANIFEST_FILE, new_part_name, parquet_files, read_manifest, read_records, write_json
+from t2rag.run_folder.files import (
+    MANIFEST_FILE,
+    RATINGS_FILE,
+    VERDICTS_DIR,
+    new_part_name,
+    parquet_files,
+    read_manifest,
+    read_records,
+    write_json,
+)
 from t2rag.storage import join, write_bytes
 
 log = logging.getLogger("t2rag.progress")
 
-JUDGE_DIR = "judge"
-VERDICTS_DIR = f"{JUDGE_DIR}/verdicts"
-RATINGS_FILE = f"{JUDGE_DIR}/ratings.json"
 #: The two orders a pair is asked in: the judged method's answer shown first, or the baseline's.
 ORDERS = ("method_first", "baseline_first")
 BLOCK = 16  # requests per written block of verdicts

@@ -25,7 +25,6 @@ import pyarrow.compute as pc
 from t2rag.errors import InputError
 from t2rag.estimate.plan_vs_run import plan_table
 from t2rag.judge.ratings import ratings_table
-from t2rag.judge.run import RATINGS_FILE
 from t2rag.methods import METHODS, PAPER_METHODS, ROUTERS
 from t2rag.metrics.retrieval import per_query
 from t2rag.reference import (
@@ -50,7 +49,15 @@ from t2rag.results.plots import plot_rank_curves
 from t2rag.results.significance import ALL_SUBSETS, compare
 from t2rag.results.tables import markdown_table, method_columns
 from t2rag.retrieval.config import INGREDIENTS, ablation_ladder
-from t2rag.run_folder.files import MANIFEST_FILE, read_json, read_manifest, read_records, read_result, report_dir
+from t2rag.run_folder.files import (
+    MANIFEST_FILE,
+    RATINGS_FILE,
+    read_json,
+    read_manifest,
+    read_records,
+    read_result,
+    report_dir,
+)
 from t2rag.run_folder.scorecards import (
     DEFAULT_RETRIEVAL_METRICS,
     ERROR_COUNTS,

@@ -40,6 +40,9 @@ RESULT_FILE = "result.json"
 EARLIER_RESULT_FILE = "summary.json"
 RECORDS_DIR = "records"
 REPORT_DIR = "report"
+JUDGE_DIR = "judge"
+VERDICTS_DIR = f"{JUDGE_DIR}/verdicts"
+RATINGS_FILE = f"{JUDGE_DIR}/ratings.json"
 
 
 def write_json(out: str, name: str, payload: dict) -> str:

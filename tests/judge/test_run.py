@@ -13,8 +13,8 @@ import yaml
 
 from t2rag.cli import main
 from t2rag.judge.ratings import number_match_preference
-from t2rag.judge.run import RATINGS_FILE, read_verdicts
-from t2rag.run_folder.files import read_records
+from t2rag.judge.run import read_verdicts
+from t2rag.run_folder.files import RATINGS_FILE, read_records
 from tests.scripted_server import questions_of, scripted_generator, scripted_server
 
 
