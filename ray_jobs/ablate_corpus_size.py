@@ -126,7 +126,7 @@ def run_cells(
             in_corpus = np.isin(all_gold, np.asarray(corpus.context_ids[: len(mine)]))
             questions, gold = all_questions[in_corpus].tolist(), all_gold[in_corpus].tolist()
             for method in methods:
-                retriever = build_retriever(get_method(method).retriever, retrieval)
+                retriever = build_retriever(get_method(method).retriever, retrieval, config.settings)
                 start = time.perf_counter()
                 retriever.index(corpus, vectors=cell_vectors)
                 indexed = time.perf_counter()
@@ -153,7 +153,7 @@ def sharded_cell(config: RunConfig, subset: str, size: int, seed: int, method: s
     args = (config.model_dump_json(), subset, seed, method)
     start = time.perf_counter()
     made = ray.get([ray.remote(**options)(shard_facts).remote(*args, r) for r in ranges])
-    retriever = build_retriever(get_method(method).retriever, config.retrieval)
+    retriever = build_retriever(get_method(method).retriever, config.retrieval, config.settings)
     parts = [facts for facts, _ in made]
     facts = CorpusFacts.merge(parts) if isinstance(retriever, FusedRetriever) else BM25Statistics.merge(parts)
     facts_ref = ray.put(facts)
@@ -248,7 +248,7 @@ def shard_search(config_json: str, subset: str, seed: int, method: str, docs: ra
 
 
 def _shardable(method: str, config: RunConfig):
-    retriever = build_retriever(get_method(method).retriever, config.retrieval)
+    retriever = build_retriever(get_method(method).retriever, config.retrieval, config.settings)
     if not isinstance(retriever, FusedRetriever | BM25Retriever):
         raise ValueError(f"a sharded cell searches bm25 or a fused retriever without a dense component, not {method}")
     return retriever

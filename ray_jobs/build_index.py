@@ -60,7 +60,7 @@ def tables_to_index(config: RunConfig, resources: Resources) -> list[DensePassag
         method = get_method(name)
         if not method.searches_vectors:
             continue
-        retriever = build_retriever(method.retriever, config.retrieval)
+        retriever = build_retriever(method.retriever, config.retrieval, config.settings)
         for subset in resources.questions.subsets:
             for passages in retriever.dense_passages(resources.index_corpus(method, subset)):
                 seen.setdefault(passages.table, passages)

@@ -33,8 +33,11 @@ from t2rag.stages.base import groups, run_chain
 
 #: Bookkeeping columns of rows placed together: the stages a row needs, and the columns it really has.
 NEEDS, COLUMNS = "_stages", "_columns"
-#: Where each stage runs in a row's chain (STAGES lists them in the order rows meet them).
-ORDER = {name: position for position, name in enumerate(STAGES)}
+
+
+def order_of(name: str) -> int:
+    """Where a stage runs in a row's chain (STAGES lists them in the order rows meet them, plugins' included)."""
+    return list(STAGES).index(name)
 
 
 def pool_for(kind: str, config: RunConfig) -> PoolShape:
@@ -47,10 +50,6 @@ def pool_for(kind: str, config: RunConfig) -> PoolShape:
     if kind == "rerank":
         return PoolShape(r.rerank_actors, 1.0, r.rerank_gpus, r.rerank_batch_size)
     return PoolShape(r.retrieve_actors, 1.0, 0.0, r.retrieve_batch_size)
-
-
-#: The pool kind of each stage, as the stage declares it; `light` stages share the retrieval pools' settings.
-KINDS = {name: stage.pool for name, stage in STAGES.items()}
 
 
 #: The pool kinds whose stages run torch models.
@@ -83,7 +82,7 @@ def pool_kind(name: str, config: RunConfig) -> str:
     (a `light` stage, or an embedding stage of the hashing embedder, which has no weights) runs in the CPU actors of
     the retrieval next to it: one process and one load of the corpus fewer per run. Not when the retrieval is
     sharded, where each retrieval actor holds one shard only."""
-    kind = KINDS[name]
+    kind = STAGES[name].pool  # as the stage declares it
     r = config.retrieval
     if r.holds_every_shard:
         return kind
@@ -156,9 +155,9 @@ def place(ds, stages: tuple[str, ...], config: RunConfig, service=None):
 def merged_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     """Every stage of the chains, once, in the order rows meet them; None when a chain has a stage twice or out of
     that order (its rows cannot share a single pass over the stages)."""
-    if any(list(c) != sorted(set(c), key=ORDER.__getitem__) for c in chains):
+    if any(list(c) != sorted(set(c), key=order_of) for c in chains):
         return None
-    return tuple(sorted({s for c in chains for s in c}, key=ORDER.__getitem__))
+    return tuple(sorted({s for c in chains for s in c}, key=order_of))
 
 
 def shared_chain(chains: list[tuple[str, ...]]) -> tuple[str, ...] | None:

@@ -313,15 +313,24 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
+    from t2rag import plugins
+    from t2rag.config import load_config
     from t2rag.methods import METHODS, ROUTERS
     from t2rag.results.tables import markdown_table
 
-    listed = [{"name": m.name, "stages": list(m.chain(generate=True)), "retriever": m.retriever, "origin": "built-in"}
-              for m in METHODS.values()]  # fmt: skip
+    if args.config:
+        load_config(args.config)  # its plugins: and rank_fusion: entries register their methods
+    plugins.load_plugins()
+    listed = []
+    for m in METHODS.values():
+        origin = plugins.origin_of("t2rag.methods", m.name)
+        listed.append({"name": m.name, "stages": list(m.chain(generate=True)), "retriever": m.retriever,
+                       "origin": origin.source, "version": origin.version})  # fmt: skip
     if args.json:
         print_json(listed)
         return 0
-    rows = [[m["name"], m["retriever"] or "-", " -> ".join(m["stages"]), m["origin"]] for m in listed]
+    rows = [[m["name"], m["retriever"] or "-", " -> ".join(m["stages"]), f"{m['origin']} {m['version'] or ''}".strip()]
+            for m in listed]  # fmt: skip
     print(markdown_table(["method", "retriever", "stages", "origin"], rows))
     print(f"\nAny retrieving method also runs as METHOD@ROUTER, ROUTER one of: {', '.join(ROUTERS)}.")
     return 0
@@ -521,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     measure.set_defaults(func=cmd_rates_measure)
 
     mth = commands.add_parser("methods", help="every method: its stages, its retriever and where it comes from")
-    mth.add_argument("--json", action="store_true", help="a JSON list of {name, stages, retriever, origin}")
+    mth.add_argument("--json", action="store_true", help="a JSON list of {name, stages, retriever, origin, version}")
+    mth.add_argument("--config", default=None, help="also the methods its plugins: and rank_fusion: register")
     mth.set_defaults(func=cmd_methods)
 
     fit = commands.add_parser("fit-fusion", help="fit the fused retrievers' weights on a dev split")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -22,13 +22,14 @@ from pydantic import (
     model_validator,
 )
 
+from t2rag import plugins
 from t2rag.errors import ConfigError
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.registry import as_spec, resolve_generator
 from t2rag.judge.config import JudgeConfig
-from t2rag.methods import get_method
+from t2rag.methods import close_names, get_method
 from t2rag.prompts import PromptConfig
-from t2rag.retrieval.config import RetrievalConfig
+from t2rag.retrieval.config import RETRIEVERS, RankFusion, RetrievalConfig
 
 
 class DataConfig(BaseModel):
@@ -128,6 +129,17 @@ class EstimateConfig(BaseModel):
     price_per_gpu_hour: float | None = Field(None, ge=0)
 
 
+class RankFusionConfig(BaseModel):
+    """A retriever and a method made in the config: reciprocal-rank fusion of registered retrievers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    retrievers: list[str] = Field(min_length=2)
+    k_rrf: int = Field(60, ge=1)
+    candidates: int = Field(50, ge=1)  # results each retriever ranks before the fusion (at least the search's depth)
+    description: str = ""
+
+
 class RunConfig(BaseModel):
     """One evaluation run."""
 
@@ -135,6 +147,13 @@ class RunConfig(BaseModel):
 
     name: str = "t2rag"  # the run's name in its manifest and report
     data: DataConfig = DataConfig()  # which questions and contexts
+    #: Modules that register methods, retrievers and stages (t2rag.extend), imported before anything else is
+    #: validated: beside the config file or on the path. Installed plugins need no entry here.
+    plugins: list[str] = Field(default_factory=list)
+    #: Each plugin retriever's or stage's own settings block, by its registered name, validated by its model.
+    settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: Retrievers made here, each also a method of its name: reciprocal-rank fusion of registered retrievers.
+    rank_fusion: dict[str, RankFusionConfig] = Field(default_factory=dict)
     #: The methods to run (t2rag.methods; docs/methods.md).
     methods: list[str] = Field(default_factory=lambda: ["bm25", "base", "hybrid_bm25", "hybrid_rrf"])
     retrieval: RetrievalConfig = RetrievalConfig()  # the retrievers and how many contexts are read
@@ -171,6 +190,35 @@ class RunConfig(BaseModel):
         if isinstance(data, dict) and "engine" in data:
             raise ValueError("'engine' (local or ray) is now 'runner'; `engine` names a generator's engine")
         return data
+
+    @field_validator("plugins")
+    @classmethod
+    def _load_plugins(cls, modules: list[str]) -> list[str]:
+        plugins.load_plugins(modules)  # a module beside the config file: load_config put its folder on the path
+        return modules
+
+    @field_validator("settings")
+    @classmethod
+    def _settings_are_typed(cls, blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, block in blocks.items():
+            model = plugins.settings_model(name)
+            if model is None:
+                raise ValueError(f"settings.{name}: no plugin retriever or stage named '{name}' takes settings"
+                                 f"{close_names(name, RETRIEVERS)}")  # fmt: skip
+            try:
+                model.model_validate(block)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise ValueError(f"settings.{name}.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        return blocks
+
+    @field_validator("rank_fusion")
+    @classmethod
+    def _register_fusions(cls, fusions: dict[str, RankFusionConfig]) -> dict[str, RankFusionConfig]:
+        for name, f in fusions.items():
+            entry = RankFusion(name, tuple(f.retrievers), f.k_rrf, f.candidates, f.description)
+            plugins.register("t2rag.methods", name, entry, plugins.FROM_CONFIG)
+        return fusions
 
     @field_validator("methods")
     @classmethod
@@ -214,6 +262,7 @@ class RunConfig(BaseModel):
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location, the runner or the placement)."""
         skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models", "judge"}
+        skip |= {f for f in ("plugins", "settings", "rank_fusion") if not getattr(self, f)}  # runs before plugins
         # The judge's prompt settings change no record either; routing settings change only routed methods' (both
         # left out where they change none, so the fingerprints of earlier runs stay as they were).
         unused = {"judge", "judge_max_tokens"}
@@ -230,6 +279,9 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
     `extends: FILE` (relative to itself): its fields are the other file's, with its own on top."""
     raw = _read_config(Path(path), ()) if path is not None else {}
     merged = _merge(raw, overrides or {})
+    modules = merged.get("plugins") or []
+    if isinstance(modules, list) and all(isinstance(m, str) for m in modules):  # else the validation says why
+        plugins.load_plugins(modules, Path(path).resolve().parent if path is not None else None)
     try:
         return RunConfig.model_validate(merged)
     except ValidationError as exc:

@@ -56,3 +56,7 @@ def permanent_error(exc: BaseException) -> T2RagError | None:
     if isinstance(kind, type) and issubclass(kind, T2RagError):
         return kind(match.group(2).strip())
     return None
+
+
+class PluginError(T2RagError):
+    """A plugin (a method, retriever or stage registered from outside t2rag) cannot be loaded or misbehaves."""

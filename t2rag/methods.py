@@ -7,9 +7,14 @@ reads. Every runner runs `Method.chain(...)` as it is; none of them knows a meth
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
+
+from t2rag import plugins
+from t2rag.errors import PluginError
+from t2rag.retrieval.config import RETRIEVERS, RankFusion
 
 IndexTexts = Literal["context", "summary"]
 ReaderInput = Literal["none", "gold", "retrieved_context", "retrieved_summary"]
@@ -171,6 +176,36 @@ PAPER_METHODS: tuple[str, ...] = (
 )
 
 
+def register_method(name: str, entry: Method | RankFusion, origin: plugins.Origin) -> None:
+    """A plugin's method, or a rank fusion (its retriever is registered under the same name, by the same origin)."""
+    if isinstance(entry, RankFusion):
+        plugins.register("t2rag.retrievers", name, entry, origin)
+        description = entry.description or f"reciprocal-rank fusion of {', '.join(entry.retrievers)}"
+        entry = Method(name, description, retriever=name, stages=LEXICAL)
+    if not isinstance(entry, Method):
+        raise PluginError(f"plugin {origin.label}: method '{name}' is a {type(entry).__name__}, not a "
+                          "t2rag.extend.Method")  # fmt: skip
+    if entry.name != name or "@" in name or not name:
+        raise PluginError(f"plugin {origin.label}: method '{entry.name}' is registered as '{name}' (a method's name "
+                          "is the name it is registered by, without '@')")  # fmt: skip
+    if entry.retriever is not None and entry.retriever not in RETRIEVERS:
+        raise PluginError(f"plugin {origin.label}: method '{name}' searches with retriever '{entry.retriever}', "
+                          f"which nothing registers{close_names(entry.retriever, RETRIEVERS)}")  # fmt: skip
+    if (entry.retriever is None) != ("retrieve" not in entry.stages):
+        raise PluginError(f"plugin {origin.label}: method '{name}' must name a retriever exactly when its stages "
+                          "include retrieve")  # fmt: skip
+    METHODS[name] = entry
+
+
+plugins.add_registrar("t2rag.methods", plugins.Registrar(register_method, lambda: METHODS))
+
+
+def close_names(name: str, known: Iterable[str]) -> str:
+    """`; did you mean a, b?` for the known names closest to `name` ('' when none is close)."""
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
 def get_method(name: str) -> Method:
     """A registered method, or a retrieving one with a router (`METHOD@ROUTER`, see ROUTERS)."""
     if name in METHODS:
@@ -182,8 +217,12 @@ def get_method(name: str) -> Method:
         if not METHODS[base].retrieves:
             raise ValueError(f"method '{base}' does not retrieve, so it cannot be routed")
         return routed(METHODS[base], router)
+    close = close_names(name, METHODS)
+    if close:
+        raise ValueError(f"unknown method '{name}' (no plugin registers it{close})")
     raise ValueError(f"unknown method '{name}' (choose from {', '.join(METHODS)}, each retrieving one optionally "
-                     f"@{'/'.join(ROUTERS)})")  # fmt: skip
+                     f"@{'/'.join(ROUTERS)}; a plugin's method needs its package installed or its module in "
+                     "plugins:)")  # fmt: skip
 
 
 def routed(method: Method, router: str) -> Method:

@@ -166,7 +166,7 @@ class Resources:
         key = (method.retriever, corpus.fingerprint)
         if key not in self._retrievers:
             r = self.config.retrieval
-            retriever = build_retriever(method.retriever, r)
+            retriever = build_retriever(method.retriever, r, self.config.settings)
             with self.log.stage("index", len(corpus), retriever=method.retriever, corpus=corpus.name) as labels:
                 shard = r.held_shard(len(corpus))
                 if shard is None:

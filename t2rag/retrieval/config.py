@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from t2rag import plugins
+from t2rag.errors import PluginError
 from t2rag.retrieval.base import Retriever
+from t2rag.retrieval.checked import CheckedRetriever
 from t2rag.retrieval.dense.chunked import ChunkedDenseRetriever
 from t2rag.retrieval.dense.chunking import ChunkingConfig
 from t2rag.retrieval.dense.embedder import EmbedderConfig
 from t2rag.retrieval.dense.retriever import DenseRetriever
 from t2rag.retrieval.dense.vector_store import AnnConfig
 from t2rag.retrieval.fusion.hybrid import HybridBM25Retriever, HybridRRFRetriever
+from t2rag.retrieval.fusion.reciprocal import RankFusionRetriever
 from t2rag.retrieval.fusion.weighted import FUSED_METHODS, FusedRetriever, FusionConfig, FusionWeights
 from t2rag.retrieval.lexical.bm25 import BM25Retriever
 from t2rag.retrieval.metadata_prior import FEATURES
@@ -125,12 +130,46 @@ def fused_retriever(name: str, c: RetrievalConfig, weights: FusionWeights | None
 INGREDIENTS: tuple[str, ...] = ("lexical", "numeric", "metadata", "page", "company-free", "dense", "chunks")
 
 
+#: The settings blocks of a run (`settings:` in its config), by the registered name they configure.
+Settings = Mapping[str, Mapping[str, Any]]
+
+
 @dataclass(frozen=True)
 class RegisteredRetriever:
-    """A retriever the registry builds by name, and what it combines (`INGREDIENTS`)."""
+    """A retriever the registry builds by name (`build(retrieval settings, the run's plugin settings)`), and what
+    it combines (`INGREDIENTS`)."""
 
-    build: Callable[[RetrievalConfig], Retriever]
+    build: Callable[[RetrievalConfig, Settings], Retriever]
     ingredients: tuple[str, ...]
+    #: The pydantic model of its block under the run config's `settings:` (plugins only; None: it takes none).
+    settings: type[BaseModel] | None = None
+
+
+@dataclass(frozen=True)
+class RetrieverPlugin:
+    """A retriever from outside t2rag, as a plugin registers it: `build(settings)` returns a fresh, unindexed
+    `Retriever` (`build()` when it declares no `settings`, the pydantic model of its block under the run config's
+    `settings:`)."""
+
+    build: Callable[..., Retriever]
+    settings: type[BaseModel] | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class RankFusion:
+    """A retriever and a method of one name: reciprocal-rank fusion of registered retrievers (a run config's
+    `rank_fusion:` entry, or a plugin's method)."""
+
+    name: str
+    retrievers: tuple[str, ...]
+    k_rrf: int = 60
+    candidates: int = 50
+    description: str = ""
+
+
+def _plain(build: Callable[[RetrievalConfig], Retriever]) -> Callable[[RetrievalConfig, Settings], Retriever]:
+    return lambda config, settings: build(config)
 
 
 def _fused_ingredients(name: str) -> tuple[str, ...]:
@@ -149,38 +188,84 @@ def _fused_ingredients(name: str) -> tuple[str, ...]:
 
 
 RETRIEVERS: dict[str, RegisteredRetriever] = {
-    "bm25": RegisteredRetriever(_bm25, ("lexical",)),
-    "base": RegisteredRetriever(_dense, ("dense",)),
-    "hybrid_bm25": RegisteredRetriever(
-        lambda c: HybridBM25Retriever(_dense(c), _bm25(c), c.hybrid.alpha, c.hybrid.beta), ("lexical", "dense")
+    name: RegisteredRetriever(_plain(build), ingredients)
+    for name, build, ingredients in [
+        ("bm25", _bm25, ("lexical",)),
+        ("base", _dense, ("dense",)),
+        ("hybrid_bm25", lambda c: HybridBM25Retriever(_dense(c), _bm25(c), c.hybrid.alpha, c.hybrid.beta),
+         ("lexical", "dense")),
+        ("hybrid_rrf", lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates),
+         ("lexical", "dense")),
+        ("bm25_numeric", lambda c: _bm25(c, "numeric"), ("lexical", "numeric")),
+        ("chunked", _chunked, ("dense", "chunks")),
+        *((name, partial(fused_retriever, name), _fused_ingredients(name)) for name in FUSED_METHODS),
+    ]
+}  # fmt: skip
+
+
+def register_retriever(name: str, entry: RetrieverPlugin | RankFusion, origin: plugins.Origin) -> None:
+    """A plugin's retriever (checked on every block it returns) or a rank fusion of registered retrievers."""
+    if isinstance(entry, RankFusion):
+        unknown = [m for m in entry.retrievers if m not in RETRIEVERS]
+        if unknown:
+            raise PluginError(f"plugin {origin.label}: rank fusion '{name}' fuses unknown retriever(s) {unknown} "
+                              f"(retrievers: {', '.join(RETRIEVERS)})")  # fmt: skip
+        members, k_rrf, candidates = entry.retrievers, entry.k_rrf, entry.candidates
+        RETRIEVERS[name] = RegisteredRetriever(
+            lambda c, s: RankFusionRetriever(name, [build_retriever(m, c, s) for m in members], k_rrf, candidates),
+            tuple(i for i in INGREDIENTS if any(i in RETRIEVERS[m].ingredients for m in members)),
+        )
+        return
+    if not isinstance(entry, RetrieverPlugin):
+        raise PluginError(f"plugin {origin.label}: retriever '{name}' is a {type(entry).__name__}, not a "
+                          "t2rag.extend.RetrieverPlugin")  # fmt: skip
+
+    def build(config: RetrievalConfig, settings: Settings) -> Retriever:
+        made = entry.build() if entry.settings is None else entry.build(plugin_settings(name, settings))
+        return CheckedRetriever(made, name, plugins.origin_of("t2rag.retrievers", name).label)
+
+    RETRIEVERS[name] = RegisteredRetriever(build, (), entry.settings)
+
+
+plugins.add_registrar(
+    "t2rag.retrievers",
+    plugins.Registrar(
+        register_retriever, lambda: RETRIEVERS, lambda n: RETRIEVERS[n].settings if n in RETRIEVERS else None
     ),
-    "hybrid_rrf": RegisteredRetriever(
-        lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates), ("lexical", "dense")
-    ),
-    "bm25_numeric": RegisteredRetriever(lambda c: _bm25(c, "numeric"), ("lexical", "numeric")),
-    "chunked": RegisteredRetriever(_chunked, ("dense", "chunks")),
-    **{name: RegisteredRetriever(partial(fused_retriever, name), _fused_ingredients(name)) for name in FUSED_METHODS},
-}
+)
+
+
+def plugin_settings(name: str, settings: Settings) -> BaseModel:
+    """The validated settings block of a registered retriever (its defaults where the run gives none)."""
+    model = RETRIEVERS[name].settings
+    assert model is not None
+    try:
+        return model.model_validate(dict(settings.get(name) or {}))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise PluginError(f"settings.{name}.{where}: {first['msg']}") from exc
 
 
 def ablation_ladder() -> dict[str, tuple[str, ...]]:
-    """Every registered retriever and its ingredients, lexical ones first and each kind from the fewest
+    """Every built-in retriever and its ingredients, lexical ones first and each kind from the fewest
     ingredients up (dense alone before dense with BM25)."""
 
     def rung(name: str) -> tuple[bool, bool, int]:
         got = RETRIEVERS[name].ingredients
         return "dense" in got, "dense" in got and "lexical" in got, len(got)
 
-    return {name: RETRIEVERS[name].ingredients for name in sorted(RETRIEVERS, key=rung)}
+    built_in = [name for name in RETRIEVERS if plugins.origin_of("t2rag.retrievers", name).built_in]
+    return {name: RETRIEVERS[name].ingredients for name in sorted(built_in, key=rung)}
 
 
-def build_retriever(name: str, config: RetrievalConfig | None = None) -> Retriever:
-    """A fresh, unindexed retriever by registry name."""
+def build_retriever(name: str, config: RetrievalConfig | None = None, settings: Settings | None = None) -> Retriever:
+    """A fresh, unindexed retriever by registry name; `settings` are the run's plugin settings blocks."""
     try:
         factory = RETRIEVERS[name].build
     except KeyError:
         raise ValueError(f"unknown retriever '{name}' (choose from {', '.join(RETRIEVERS)})") from None
-    config = config or RetrievalConfig()
+    config, settings = config or RetrievalConfig(), settings or {}
     if config.holds_every_shard:
-        return ShardedRetriever(lambda: factory(config), config.shards)
-    return factory(config)
+        return ShardedRetriever(lambda: factory(config, settings), config.shards)
+    return factory(config, settings)

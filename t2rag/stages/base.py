@@ -4,7 +4,8 @@ A stage maps a pyarrow batch to a pyarrow batch: it reads the columns it declare
 declares, with their Arrow types, and passes every other column through. It also declares the kind of pool it needs,
 which is all Ray's placement knows of it. It is built once per process from a `Resources` (which loads models and
 indexes lazily, once) and called on batches of any size; runners only decide where and how often it is called.
-A new stage is one subclass (it registers itself by its `name`) plus its place in `t2rag.stages.STAGES`.
+A new stage of t2rag is one subclass plus its place in `t2rag.stages.STAGES`; a plugin's stage is registered from
+outside (`t2rag.extend`), with `after` naming its place.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import BaseModel, ValidationError
 
+from t2rag.errors import PluginError
 from t2rag.pools import PoolKind
 from t2rag.prompts import Prompts
 from t2rag.resources import Resources
@@ -36,6 +39,10 @@ class Stage:
     pool: ClassVar[PoolKind] = "light"
     #: False when the stage holds nothing worth keeping between batches (runners may run it as a plain task).
     stateful: ClassVar[bool] = True
+    #: A plugin's stage: the stage it comes after in the order rows meet them (None: after the ranking stages).
+    after: ClassVar[str | None] = None
+    #: A plugin's stage: the pydantic model of its block under the run config's `settings:` (None: it takes none).
+    settings: ClassVar[type[BaseModel] | None] = None
 
     def __init__(self, resources: Resources):
         self.resources = resources
@@ -51,6 +58,16 @@ class Stage:
         `question_chars` in all; each shows `contexts` contexts of `context_chars` on average) and the most tokens
         each answer may take. `t2rag plan` counts a method's generations by it."""
         raise NotImplementedError(f"stage {cls.name} makes no prompts")
+
+    def own_settings(self) -> BaseModel:
+        """This stage's validated block of the run's `settings:` (its model's defaults where the run gives none)."""
+        if self.settings is None:
+            raise PluginError(f"stage {self.name} declares no settings")
+        try:
+            return self.settings.model_validate(dict(self.config.settings.get(self.name) or {}))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise PluginError(f"settings.{self.name}.{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
 
     def without_drops(self, batch: pa.Table) -> pa.Table:
         """The batch without the columns this stage declares it drops."""

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from t2rag.config import RunConfig
 from t2rag.data import QuestionSet
 from t2rag.methods import ANSWER_TAIL, get_method
+from t2rag.stages import require_stages
 
 #: The columns of a planned row (see t2rag.stages for what each stage adds).
 INPUT_SCHEMA = pa.schema(
@@ -97,6 +98,7 @@ def work_left(config: RunConfig, questions: QuestionSet, done: set[tuple[str, st
     parts: dict[tuple[str, ...], list[pa.Table]] = {}
     for position, name in enumerate(config.methods):
         method = get_method(name)
+        require_stages(name, method.chain(config.generates(name)))
         generate = config.generates(name)
         if not method.retrieves and not generate:
             continue

@@ -10,7 +10,6 @@ import pytest
 from ray_jobs import placement
 from ray_jobs.placement import (
     COLUMNS,
-    KINDS,
     NEEDS,
     SharedActor,
     actor_class,
@@ -24,6 +23,7 @@ from ray_jobs.placement import (
 from t2rag.config import load_config
 from t2rag.methods import DENSE, LEXICAL, METHODS
 from t2rag.pipeline.local import LocalRunner
+from t2rag.stages import STAGES
 from tests.conftest import HASHING, question_batch
 
 
@@ -73,7 +73,7 @@ def test_ray_tokenizes_for_gpu_embedding_actors_on_cpu_actors(tmp_path):
     cpu = load_config(None, {"out": str(tmp_path)})
     assert with_cpu_tokenizing(DENSE, cpu) == DENSE  # a CPU embedder tokenizes ahead itself, or not at all
     forced = load_config(None, {"out": str(tmp_path), "ray": {"tokenize_on_cpu": True}})
-    assert pool_for(KINDS["tokenize_queries"], forced).gpus == 0
+    assert pool_for(STAGES["tokenize_queries"].pool, forced).gpus == 0
     assert with_cpu_tokenizing(DENSE, forced) == ("tokenize_queries", *DENSE)
     hashing = {"out": str(tmp_path), "retrieval": {"embedder": {"model": "hashing"}}}
     for ray in ({"embed_gpus": 1}, {"tokenize_on_cpu": True}):  # no tokenizer to run ahead

@@ -11,7 +11,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ray_jobs.placement import KINDS
 from t2rag.config import load_config
 from t2rag.pipeline.local import LocalRunner
 from t2rag.run_folder import records
@@ -42,7 +41,7 @@ POOLS = {
 def _named_stage_classes(base: type[Stage]) -> set[str]:
     out = set()
     for cls in base.__subclasses__():
-        if "name" in cls.__dict__:
+        if "name" in cls.__dict__ and cls.__module__.startswith("t2rag."):  # not a plugin's, from another test
             out.add(cls.name)
         out |= _named_stage_classes(cls)
     return out
@@ -51,7 +50,6 @@ def _named_stage_classes(base: type[Stage]) -> set[str]:
 def test_every_stage_class_has_its_place_and_its_pool():
     assert _named_stage_classes(Stage) == set(STAGES)
     assert {name: stage.pool for name, stage in STAGES.items()} == POOLS
-    assert KINDS == POOLS  # what Ray places them by
 
 
 def test_the_docs_table_is_made_from_the_declarations():
