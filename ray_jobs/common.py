@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ray_jobs.local_cluster import local_cpus, start_local_cluster, stop_local_cluster
+from t2rag import plugins
 from t2rag.config import RayConfig
 from t2rag.progress import format_rate
 
@@ -40,14 +41,19 @@ def init_ray(cfg: RayConfig) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if ray.is_initialized():
         return
+    # The plugins this process loaded reach every worker with the job (their code as py_modules), installed there
+    # or not; loaded before connecting, so a config's plugins are known by now.
+    plugins.load_plugins()
+    shipped = {"runtime_env": env} if (env := plugins.runtime_env()) else {}
     address = cfg.address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=True)
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=True, **shipped)
         return
     start_local_cluster(
         num_cpus=cfg.num_cpus or local_cpus(),
         num_gpus=cfg.num_gpus,
         object_store_memory=cfg.object_store_memory,
+        **shipped,
     )
 
 

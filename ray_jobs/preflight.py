@@ -290,9 +290,9 @@ def render(plan: RunPlan) -> str:
     lines += ["", f"Prompt tokens: {answers.prompt_tokens:,} in total, {answers.to_compute:,} to compute ({basis}).",
               "", "Estimate (prefill from the tokens to compute):"]  # fmt: skip
     for t in e.pools:
-        if t.pool.model:
+        if t.pool.model or t.pool.plugins:
             took = "unknown" if t.seconds is None else _duration(t.seconds)
-            lines.append(f"- {t.pool.role} ({t.pool.model}, {t.pool.shape.actors} x): {took}; {t.note}")
+            lines.append(f"- {t.pool.role} ({t.pool.model or 'plugin'}, {t.pool.shape.actors} x): {took}; {t.note}")
     for phase, seconds in e.phases.items():
         lines.append(f"- {phase} phase: {'unknown' if seconds is None else _duration(seconds)}")
     if e.wall_s is not None:

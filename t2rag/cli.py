@@ -306,7 +306,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print_json(asdict(done))
     else:
         print(
-            f"wrote {done.path}: {done.questions} questions of method {done.method}, "
+            f"wrote {done.path}: {done.questions} questions of method {done.method} ({done.origin}), "
             f"{done.with_contexts} with ranked contexts, {done.with_prediction} with a prediction"
         )
     return 0

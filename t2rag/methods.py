@@ -242,6 +242,9 @@ def is_method(name: str) -> bool:
     return True
 
 
-def readers_of(names: Iterable[str]) -> dict[str, str]:
-    """What each named method's generator reads (`Method.reader`), as the outcome attribution needs it."""
-    return {name: get_method(name).reader for name in set(names)}
+def readers_of(names: Iterable[str], plugin_methods: dict[str, dict] | None = None) -> dict[str, str]:
+    """What each named method's generator reads (`Method.reader`), as the outcome attribution needs it; a plugin's
+    method as the run's manifest recorded it (`plugin_methods`), where this process has not loaded the plugin."""
+    recorded = plugin_methods or {}
+    return {name: recorded[name]["reader"] if name in recorded and name not in METHODS else get_method(name).reader
+            for name in set(names)}  # fmt: skip

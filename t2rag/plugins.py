@@ -200,13 +200,14 @@ def _load_entry_point(found: dict[str, str | None]) -> None:
     _loaded_entry_points.append(found)
 
 
-def origins_in_use(pairs: Iterable[tuple[str, str]]) -> dict[str, dict[str, str | None]]:
-    """For (group, name) pairs, the outside origin of each that has one: {name: {kind, source, version}}."""
-    out: dict[str, dict[str, str | None]] = {}
+def origins_in_use(pairs: Iterable[tuple[str, str]]) -> dict[str, dict[str, dict[str, str | None]]]:
+    """For (group, name) pairs, the outside origin of each that has one, by kind (plural) and name:
+    {"methods": {name: {source, version}}, "retrievers": ..., "stages": ...}, kinds with none left out."""
+    out: dict[str, dict[str, dict[str, str | None]]] = {}
     for group, name in pairs:
         origin = _origins.get((group, name))
         if origin is not None:
-            out[name] = {"kind": GROUPS[group], "source": origin.source, "version": origin.version}
+            out.setdefault(GROUPS[group] + "s", {})[name] = {"source": origin.source, "version": origin.version}
     return out
 
 

@@ -37,6 +37,8 @@ class PoolSpec:
     model: str | None  # what each actor or replica loads
     shape: PoolShape
     engine: str | None = None  # the generator engine these replicas run
+    #: Plugins' stages and retrievers that run in it: no rate is known for their work.
+    plugins: tuple[str, ...] = ()
 
     @property
     def model_loads(self) -> int:
@@ -46,4 +48,5 @@ class PoolSpec:
         s = self.shape
         return {"phase": self.phase, "role": self.role, "stages": self.stages, "model": self.model,
                 "actors": s.actors, "cpus": s.cpus, "gpus": s.gpus, "gpus_together": s.gpus_together,
-                "accelerator": s.accelerator, "engine": self.engine, "model_loads": self.model_loads}  # fmt: skip
+                "accelerator": s.accelerator, "engine": self.engine, "model_loads": self.model_loads,
+                **({"plugins": list(self.plugins)} if self.plugins else {})}  # fmt: skip

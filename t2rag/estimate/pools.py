@@ -36,6 +36,8 @@ def rate_of(pool: PoolSpec, rates: Rates) -> GeneratorRate | EmbedderRate | Rera
 def pool_times(pool: PoolSpec, workload: Workload, rates: Rates) -> list[PoolTime]:
     """Its seconds of work; the generator service's split into summaries and the evaluation's generation (HyDE
     and answers), with its one model load in the first."""
+    if pool.plugins:
+        return [PoolTime(pool, None, f"no rate is known for plugin code ({', '.join(pool.plugins)})")]
     if pool.model is None:
         return [PoolTime(pool, 0.0, "CPU work, not estimated (seconds at these sizes)")]
     rate = rate_of(pool, rates)

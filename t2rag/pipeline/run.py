@@ -22,6 +22,7 @@ from t2rag.errors import ConfigError, InputError, T2RagError, first_line, perman
 from t2rag.estimate.plan_vs_run import against_run
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
+from t2rag.pipeline.plugin_check import plugins_of
 from t2rag.progress import StageLog
 from t2rag.run_folder.files import (
     count_failed,
@@ -190,6 +191,9 @@ def finish_run(
     result["generation"] = generation_usage(records)
     result["attempts"] = asdict(attempts or Attempts())
     result["model_loads"] = model_loads or {}
+    outside = plugins_of(config)
+    if outside:  # what made the result, where not t2rag
+        result["plugins"] = outside
     checked = against_run(plan, records, log.totals())
     if checked:
         result["plan_vs_run"] = checked
@@ -201,6 +205,8 @@ def finish_run(
     write_result(config.out, result)
     manifest = build_manifest(config.model_dump(), config.fingerprint(), log.entries, log.totals(), tokens, started)
     manifest.update(runner=runner, data=data, attempts=result["attempts"], model_loads=result["model_loads"])
+    if outside:
+        manifest["plugins"] = outside
     if plan:
         manifest["plan"] = {k: v for k, v in plan.items() if k != "keys"}
     manifest.update(manifest_extra)

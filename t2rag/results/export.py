@@ -34,6 +34,8 @@ class Export:
     questions: int
     with_contexts: int
     with_prediction: int
+    #: What made the method: `built-in`, or the plugin and its version as the run's manifest names them.
+    origin: str = "built-in"
 
 
 def run_questions(run_dir: str) -> QuestionSet:
@@ -105,10 +107,12 @@ def export_leaderboard(run_dir: str, out: str, method: str | None = None, partia
     rows = leaderboard_rows(records, method)
     validate_leaderboard(rows, run_questions(run_dir), partial)
     path = write_bytes(out, dump_objects(rows))
+    made_by = (((read_manifest(run_dir) or {}).get("plugins") or {}).get("methods") or {}).get(method)
     return Export(
         path=path,
         method=method,
         questions=len(rows),
         with_contexts=sum(bool(r["context_id"]) for r in rows),
         with_prediction=sum(r["prediction"] is not None for r in rows),
+        origin=f"{made_by['source']} {made_by['version'] or ''}".strip() if made_by else "built-in",
     )

@@ -31,7 +31,8 @@ def run_k(manifest: dict | None) -> int:
 
 def attributed(records: pa.Table, manifest: dict | None) -> pa.Table:
     """The records with every answered record's outcome (computed for records written before the column)."""
-    return with_outcomes(records, run_k(manifest), readers_of(records.column("method").to_pylist()))
+    recorded = ((manifest or {}).get("plugins") or {}).get("methods")
+    return with_outcomes(records, run_k(manifest), readers_of(records.column("method").to_pylist(), recorded))
 
 
 def outcome_table(records: pa.Table, methods: Sequence[str]) -> tuple[list[str], list[list[object]]]:

@@ -146,6 +146,11 @@ def setting_lines(manifest: dict | None) -> list[str]:
     )
     if config.get("limit"):
         lines.append(f"- answers generated for a seeded sample of {config['limit']} questions per subset")
+    for kind, entries in (manifest.get("plugins") or {}).items():
+        made = ", ".join(
+            f"{name} ({e['source']} {e['version'] or ''})".replace(" )", ")") for name, e in entries.items()
+        )
+        lines.append(f"- plugin {kind}: {made}")
     return lines
 
 

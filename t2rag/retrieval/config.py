@@ -143,6 +143,8 @@ class RegisteredRetriever:
     ingredients: tuple[str, ...]
     #: The pydantic model of its block under the run config's `settings:` (plugins only; None: it takes none).
     settings: type[BaseModel] | None = None
+    #: The retrievers a rank fusion fuses.
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,7 @@ def register_retriever(name: str, entry: RetrieverPlugin | RankFusion, origin: p
         RETRIEVERS[name] = RegisteredRetriever(
             lambda c, s: RankFusionRetriever(name, [build_retriever(m, c, s) for m in members], k_rrf, candidates),
             tuple(i for i in INGREDIENTS if any(i in RETRIEVERS[m].ingredients for m in members)),
+            members=members,
         )
         return
     if not isinstance(entry, RetrieverPlugin):
