@@ -3,13 +3,18 @@ and a probe of every plugin retriever on one small block before any record is wr
 
 from __future__ import annotations
 
+import logging
+
 from t2rag import plugins
 from t2rag.config import RunConfig
+from t2rag.errors import PluginError, first_line
 from t2rag.methods import get_method
 from t2rag.resources import Resources
 from t2rag.retrieval import QueryBlock, build_retriever
 from t2rag.retrieval.base import result_depth
 from t2rag.retrieval.config import RETRIEVERS
+
+log = logging.getLogger(__name__)
 
 #: Questions and contexts of the probe: enough to find a wrong shape, a position outside the corpus or a NaN score.
 PROBE_QUESTIONS = 4
@@ -55,5 +60,11 @@ def probe_plugin_retrievers(config: RunConfig, resources: Resources) -> None:
             continue
         corpus = resources.corpus(subset)
         few = corpus.select(list(range(min(PROBE_CONTEXTS, len(corpus)))), f"{corpus.name}[probe]")
-        retriever.index(few)
-        retriever.search(QueryBlock(texts), config.retrieval.k, depth=result_depth(config.retrieval.k))
+        try:
+            retriever.index(few)
+            retriever.search(QueryBlock(texts), config.retrieval.k, depth=result_depth(config.retrieval.k))
+        except PluginError:
+            raise
+        except Exception as exc:  # a search that raises is the run's to retry, block by block, like a built-in's
+            log.warning("plugin retriever %s raised in its probe (%s: %s); the run retries its blocks", name,
+                        type(exc).__name__, first_line(exc))  # fmt: skip

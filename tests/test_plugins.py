@@ -1,0 +1,223 @@
+"""Plugins in one process, through the `t2rag` command as a user runs it: the example package installed beside
+t2rag (entry points), a module beside its config (no install), and each bad input's one line.
+
+Every run is a subprocess: what a plugin registers stays in that process, as it does for a user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+import yaml
+
+from t2rag.run_folder.files import read_records
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ROOT / "tests" / "plugin_modules"
+EXAMPLE = ROOT / "examples" / "custom_method"
+
+
+@pytest.fixture(scope="session")
+def example_installed(tmp_path_factory) -> Path:
+    """examples/custom_method installed with pip into a folder of its own, which only the processes given
+    `with_example` see (not this environment: nothing of it is installed where t2rag is)."""
+    target = tmp_path_factory.mktemp("site")
+    build = tmp_path_factory.mktemp("example")
+    shutil.copytree(EXAMPLE, build, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.egg-info", "build"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target)]
+    subprocess.run([*pip, str(build)], check=True, capture_output=True, timeout=300)
+    return target
+
+
+def with_example(site: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+
+def t2rag(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", "import sys; from t2rag.cli import main; sys.exit(main(sys.argv[1:]))", *argv]
+    return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+
+
+def write_config(path: Path, **fields) -> Path:
+    path.write_text(yaml.safe_dump({"retrieval_only": True, **fields}))
+    return path
+
+
+def ranks(run: Path, method: str) -> dict[str, dict[str, float]]:
+    """Each question's ranked context ids, best first, with their scores."""
+    records = read_records(str(run), ["id", "method", "context_ids", "scores"])
+    part = records.filter(pc.equal(records.column("method"), method)).to_pylist()
+    return {r["id"]: dict(zip(r["context_ids"], r["scores"], strict=True)) for r in part}
+
+
+def test_the_installed_example_is_listed_run_planned_reported_compared_and_exported(example_installed, tmp_path):
+    env = with_example(example_installed)
+    listed = json.loads(t2rag("methods", "--json", cwd=tmp_path, env=env).stdout)
+    mine = {m["name"]: m for m in listed if m["origin"] != "built-in"}
+    assert set(mine) == {"char_tfidf", "tfidf_focus"}
+    assert mine["tfidf_focus"] == {"name": "tfidf_focus", "stages": ["retrieve", "read_contexts", "answer_prompts",
+                                   "generate", "parse_answers"], "retriever": "tfidf_focus",
+                                   "origin": "t2rag-char-tfidf", "version": "0.1.0"}  # fmt: skip
+    assert "char_tfidf" not in {m["name"] for m in json.loads(t2rag("methods", "--json", cwd=tmp_path).stdout)}
+
+    run = tmp_path / "run"
+    config = write_config(tmp_path / "tfidf.yaml", methods=["bm25", "bm25_focus", "char_tfidf", "tfidf_focus"],
+                          data={"subsets": ["FinQA"]}, out=str(run))  # fmt: skip
+    done = t2rag("eval", "--config", str(config), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((run / "result.json").read_text())
+    made = {"source": "t2rag-char-tfidf", "version": "0.1.0"}
+    assert result["plugins"]["methods"]["tfidf_focus"] == {**made, "reader": "retrieved_context"}
+    assert result["plugins"]["retrievers"] == {"char_tfidf": made, "tfidf_focus": made}
+    assert json.loads((run / "manifest.json").read_text())["plugins"] == result["plugins"]
+    mrr = {m: s["weighted"]["mrr@3"] for m, s in result["methods"].items()}
+    assert mrr["char_tfidf"] > mrr["bm25"]  # character n-grams find what whitespace tokens miss
+
+    # tfidf_focus is reciprocal-rank fusion (k 60) of its two members' rankings: a context both rank in their top 10
+    # (the records' depth) scores 1 / (61 + position) from each, recomputed here from the members' records.
+    tfidf, focus, fused = ranks(run, "char_tfidf"), ranks(run, "bm25_focus"), ranks(run, "tfidf_focus")
+    assert len(fused) == 883
+    checked = 0
+    for qid, got in fused.items():
+        a, b = list(tfidf[qid]), list(focus[qid])
+        for cid, score in got.items():
+            if cid in a and cid in b:
+                assert np.isclose(score, 1 / (61 + a.index(cid)) + 1 / (61 + b.index(cid))), (qid, cid)
+                checked += 1
+        assert list(got.values()) == sorted(got.values(), reverse=True)
+    assert checked > 883 * 3
+
+    plan = json.loads(t2rag("plan", "--config", str(config), "--json", cwd=tmp_path, env=env).stdout)
+    retrieve = [p for p in plan["pools"] if p["role"] == "retrieve"]
+    assert retrieve and retrieve[0]["plugins"] == ["char_tfidf", "tfidf_focus"]
+    timed = [p for p in plan["estimate"]["pools"] if p["role"] == "retrieve"]
+    assert timed[0]["seconds"] is None and "no rate is known for plugin code" in timed[0]["note"]
+    assert plan["estimate"]["phases_s"]["evaluate"] is None and plan["estimate"]["wall_s"] is None  # not guessed
+
+    report = t2rag("report", str(run), cwd=tmp_path)  # without the plugin: the run's files say what made it
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "- plugin methods: char_tfidf (t2rag-char-tfidf 0.1.0), tfidf_focus (t2rag-char-tfidf 0.1.0)" in (
+        run / "report" / "report.md").read_text()  # fmt: skip
+    compared = t2rag("compare", f"{run}:tfidf_focus", f"{run}:bm25_focus", "--json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    assert json.loads(compared.stdout)
+    board = tmp_path / "board.jsonl"
+    exported = t2rag("export", str(run), "--method", "tfidf_focus", "--out", str(board), "--json", cwd=tmp_path)
+    assert json.loads(exported.stdout)["origin"] == "t2rag-char-tfidf 0.1.0"
+    lines = [json.loads(line) for line in board.read_text().splitlines()]
+    assert len(lines) == 883 and [line["context_id"] for line in lines[:3]] == [list(fused[r["id"]]) for r in lines[:3]]
+
+
+def test_a_module_beside_its_config_runs_with_its_stage_and_settings(tmp_path):
+    folder = tmp_path / "experiment"
+    folder.mkdir()
+    shutil.copy(MODULES / "word_overlap.py", folder)
+    run = tmp_path / "run"
+    config = write_config(folder / "overlap.yaml", plugins=["word_overlap"], settings={"word_overlap": {"min_length": 4}},
+                          methods=["bm25", "overlap"], data={"subsets": ["FinQA"]}, out=str(run))  # fmt: skip
+    done = t2rag("eval", "--config", str(config), cwd=tmp_path)  # another folder: the config's finds the module
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((run / "result.json").read_text())
+    assert result["plugins"]["stages"] == {"fold_questions": {"source": "word_overlap", "version": "0.2.0"}}
+    assert result["methods"]["overlap"]["weighted"]["questions"] == 883
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert any(s["stage"] == "fold_questions" for s in manifest["stages"])
+    assert manifest["config"]["settings"] == {"word_overlap": {"min_length": 4}}
+
+    bad = write_config(folder / "bad.yaml", plugins=["word_overlap"], settings={"word_overlap": {"min_length": 0}},
+                       methods=["overlap"], out=str(tmp_path / "bad"))  # fmt: skip
+    refused = t2rag("eval", "--config", str(bad), cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith(
+        "settings.word_overlap.min_length: Input should be greater than or equal to 1"
+    )
+
+
+def test_rank_fusion_in_a_config_fuses_a_plugin_retriever_with_bm25_focus(tmp_path):
+    shutil.copy(MODULES / "word_overlap.py", tmp_path)
+    run = tmp_path / "run"
+    config = write_config(tmp_path / "fused.yaml", plugins=["word_overlap"], methods=["bm25_focus", "overlap_focus"],
+                          rank_fusion={"overlap_focus": {"retrievers": ["word_overlap", "bm25_focus"]}},
+                          data={"subsets": ["FinQA"]}, out=str(run))  # fmt: skip
+    done = t2rag("eval", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((run / "result.json").read_text())
+    assert result["plugins"]["retrievers"]["overlap_focus"] == {"source": "config", "version": None}
+    assert result["plugins"]["retrievers"]["word_overlap"]["source"] == "word_overlap"
+    assert result["methods"]["overlap_focus"]["weighted"]["questions"] == 883
+
+
+def _refused(tmp_path: Path, *modules: str, **fields) -> str:
+    """The one line `t2rag eval` prints for a config of these plugins, having written nothing."""
+    for module in {"word_overlap", *modules}:
+        shutil.copy(MODULES / f"{module}.py", tmp_path)
+    out = tmp_path / "run"
+    config = write_config(tmp_path / "bad.yaml", plugins=list(modules), data={"subsets": ["FinQA"]}, out=str(out),
+                          **fields)  # fmt: skip
+    done = t2rag("eval", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert not out.exists() or not any(out.rglob("*.parquet"))
+    errors = [line for line in done.stderr.splitlines() if line.startswith("t2rag: error: ")]
+    assert len(errors) == 1 and done.stderr.strip().endswith(errors[0]), done.stderr  # progress lines come before it
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("modules", "fields", "line"),
+    [
+        (["broken"], {"methods": ["bm25"]},
+         "plugin broken: cannot import it (ModuleNotFoundError: No module named 't2rag_no_such_dependency')"),
+        (["word_overlap"], {"methods": ["overlpa"]}, "unknown method 'overlpa' (no plugin registers it; did you mean "
+         "overlap?)"),
+        (["clashing"], {"methods": ["bm25"]},
+         "plugin clashing: retriever 'bm25' clashes with the retriever of that name built into t2rag"),
+        (["word_overlap", "overlap_again"], {"methods": ["overlap"]},
+         "plugin overlap_again: retriever 'word_overlap' clashes with the retriever of that name from word_overlap "
+         "0.2.0"),
+        (["poolless"], {"methods": ["bm25"]},
+         "plugin poolless: stage 'poolless' declares no pool (set `pool` to one of embed, rerank, tokenize, "
+         "retrieve, generate, light)"),
+        (["faulty"], {"methods": ["faulty"], "settings": {"faulty": {"fault": "shape"}}},
+         "plugin faulty: retriever 'faulty' returned indices of shape (4, 9) and scores of shape (4, 9) for 4 "
+         "queries at depth 10 (want (4, 10) each)"),
+        (["faulty"], {"methods": ["faulty"], "settings": {"faulty": {"fault": "range"}}},
+         "plugin faulty: retriever 'faulty' returned position 69, outside the corpus of 64 contexts (-1 pads a "
+         "short row)"),
+        (["faulty"], {"methods": ["faulty"], "settings": {"faulty": {"fault": "nan"}}},
+         "plugin faulty: retriever 'faulty' returned a NaN score for a ranked context"),
+    ],
+    ids=["import", "unknown-method", "clash-built-in", "clash-plugin", "no-pool", "shape", "range", "nan"],
+)  # fmt: skip
+def test_each_bad_plugin_gets_one_line_and_exit_2_with_nothing_written(tmp_path, modules, fields, line):
+    assert _refused(tmp_path, *modules, **fields).endswith(line)
+
+
+def test_a_block_whose_search_raises_is_retried_and_never_counted(tmp_path):
+    shutil.copy(MODULES / "faulty.py", tmp_path)
+    flag = tmp_path / "raised"
+    run = tmp_path / "run"
+    config = write_config(tmp_path / "flaky.yaml", plugins=["faulty"], methods=["bm25", "faulty"], out=str(run),
+                          data={"subsets": ["FinQA"]}, settings={"faulty": {"fault": "raise_once", "flag": str(flag)}})  # fmt: skip
+    done = t2rag("eval", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((run / "result.json").read_text())
+    assert flag.exists() and len(result["attempts"]["faults"]) == 1
+    assert "the index server went away once" in result["attempts"]["faults"][0]
+    assert result["methods"]["faulty"]["weighted"]["questions"] == 883  # every row once, after the retry
+
+    always = tmp_path / "always"
+    config = write_config(tmp_path / "down.yaml", plugins=["faulty"], methods=["bm25", "faulty"], out=str(always),
+                          data={"subsets": ["FinQA"]}, settings={"faulty": {"fault": "raise"}}, max_attempts=2)  # fmt: skip
+    done = t2rag("eval", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 2 and "rows left after 2 attempts" in done.stderr
+    methods = set(read_records(str(always), ["method"]).column("method").to_pylist())
+    assert methods <= {"bm25"}  # the raising method's rows are not results
