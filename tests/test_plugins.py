@@ -122,7 +122,8 @@ def test_a_module_beside_its_config_runs_with_its_stage_and_settings(tmp_path):
     folder.mkdir()
     shutil.copy(MODULES / "word_overlap.py", folder)
     run = tmp_path / "run"
-    config = write_config(folder / "overlap.yaml", plugins=["word_overlap"], settings={"word_overlap": {"min_length": 4}},
+    settings = {"word_overlap": {"min_length": 4}}
+    config = write_config(folder / "overlap.yaml", plugins=["word_overlap"], settings=settings,
                           methods=["bm25", "overlap"], data={"subsets": ["FinQA"]}, out=str(run))  # fmt: skip
     done = t2rag("eval", "--config", str(config), cwd=tmp_path)  # another folder: the config's finds the module
     assert done.returncode == 0, done.stderr[-2000:]
@@ -205,8 +206,9 @@ def test_a_block_whose_search_raises_is_retried_and_never_counted(tmp_path):
     shutil.copy(MODULES / "faulty.py", tmp_path)
     flag = tmp_path / "raised"
     run = tmp_path / "run"
+    settings = {"faulty": {"fault": "raise_once", "flag": str(flag)}}
     config = write_config(tmp_path / "flaky.yaml", plugins=["faulty"], methods=["bm25", "faulty"], out=str(run),
-                          data={"subsets": ["FinQA"]}, settings={"faulty": {"fault": "raise_once", "flag": str(flag)}})  # fmt: skip
+                          data={"subsets": ["FinQA"]}, settings=settings)  # fmt: skip
     done = t2rag("eval", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((run / "result.json").read_text())
@@ -216,7 +218,8 @@ def test_a_block_whose_search_raises_is_retried_and_never_counted(tmp_path):
 
     always = tmp_path / "always"
     config = write_config(tmp_path / "down.yaml", plugins=["faulty"], methods=["bm25", "faulty"], out=str(always),
-                          data={"subsets": ["FinQA"]}, settings={"faulty": {"fault": "raise"}}, max_attempts=2)  # fmt: skip
+                          data={"subsets": ["FinQA"]}, settings={"faulty": {"fault": "raise"}},
+                          max_attempts=2)  # fmt: skip
     done = t2rag("eval", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 2 and "rows left after 2 attempts" in done.stderr
     methods = set(read_records(str(always), ["method"]).column("method").to_pylist())
