@@ -6,6 +6,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -211,6 +212,35 @@ def _isolated_cache(tmp_path_factory):
     os.environ["T2RAG_CACHE"] = str(root)
     os.environ.pop("T2RAG_INDEX_URI", None)
     yield root
+
+
+#: The module plugins the plugin tests copy beside their configs, and the example package they install.
+PLUGIN_MODULES = Path(__file__).resolve().parent / "plugin_modules"
+EXAMPLE_PLUGIN = Path(__file__).resolve().parents[1] / "examples" / "custom_method"
+
+
+@pytest.fixture(scope="session")
+def example_installed(tmp_path_factory) -> Path:
+    """examples/custom_method installed with pip into a folder of its own, which only the processes given
+    `with_example` see: nothing of it is installed where t2rag is (nor on a Ray cluster's nodes)."""
+    target = tmp_path_factory.mktemp("site")
+    build = tmp_path_factory.mktemp("example")
+    shutil.copytree(EXAMPLE_PLUGIN, build, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.egg-info", "build"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target)]
+    subprocess.run([*pip, str(build)], check=True, capture_output=True, timeout=300)
+    return target
+
+
+def with_example(site: Path) -> dict[str, str]:
+    """The environment of a process that has the example installed (`example_installed`)."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+
+def t2rag(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The `t2rag` command in a process of its own (what a plugin registers stays there, as for a user)."""
+    command = [sys.executable, "-c", "import sys; from t2rag.cli import main; sys.exit(main(sys.argv[1:]))", *argv]
+    return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -7,10 +7,7 @@ Every run is a subprocess: what a plugin registers stays in that process, as it 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,32 +16,8 @@ import pytest
 import yaml
 
 from t2rag.run_folder.files import read_records
-
-ROOT = Path(__file__).resolve().parents[1]
-MODULES = ROOT / "tests" / "plugin_modules"
-EXAMPLE = ROOT / "examples" / "custom_method"
-
-
-@pytest.fixture(scope="session")
-def example_installed(tmp_path_factory) -> Path:
-    """examples/custom_method installed with pip into a folder of its own, which only the processes given
-    `with_example` see (not this environment: nothing of it is installed where t2rag is)."""
-    target = tmp_path_factory.mktemp("site")
-    build = tmp_path_factory.mktemp("example")
-    shutil.copytree(EXAMPLE, build, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.egg-info", "build"))
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target)]
-    subprocess.run([*pip, str(build)], check=True, capture_output=True, timeout=300)
-    return target
-
-
-def with_example(site: Path) -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-
-
-def t2rag(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", "import sys; from t2rag.cli import main; sys.exit(main(sys.argv[1:]))", *argv]
-    return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+from tests.conftest import PLUGIN_MODULES as MODULES
+from tests.conftest import t2rag, with_example
 
 
 def write_config(path: Path, **fields) -> Path:
