@@ -71,8 +71,8 @@ def three_nodes(cluster_keeper, tmp_path_factory) -> Iterator[Nodes]:
 
 
 def _alive(address: str, env: dict[str, str]) -> int:
-    script = ("import ray; ray.init(address=%r, logging_level='ERROR'); "
-              "print(sum(n['Alive'] for n in ray.nodes()))") % address  # fmt: skip
+    script = (f"import ray; ray.init(address={address!r}, logging_level='ERROR'); "
+              "print(sum(n['Alive'] for n in ray.nodes()))")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     return int(done.stdout.strip() or 0) if done.returncode == 0 else 0
 
