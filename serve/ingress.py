@@ -48,7 +48,7 @@ from serve.schemas import (
     Usage,
 )
 from serve.settings import ServeSettings, default_corpus
-from t2rag.config import RunConfig
+from t2rag.config import RunConfig, in_this_process
 from t2rag.generation.base import ChatRequest, SamplingParams
 from t2rag.generation.requests import request_row
 from t2rag.methods import Method, get_method, is_method
@@ -87,7 +87,7 @@ class RAGIngress:
         self, config: RunConfig, settings: ServeSettings, methods: list[str], generator: DeploymentHandle | None
     ):
         self.settings = settings
-        self.resources = Resources(config)
+        self.resources = Resources(in_this_process(config))
         self.answering = Answering(self.resources)
         self.route_prompting = built(self.resources, ("route_prompts",))
         self.methods = {name: get_method(name) for name in methods}

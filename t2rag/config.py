@@ -274,6 +274,12 @@ class RunConfig(BaseModel):
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def in_this_process(config: RunConfig) -> RunConfig:
+    """The config validated again in this process, which received it whole (a Serve replica): its plugins are
+    loaded here and its rank fusions registered, as validating it from a file or JSON does."""
+    return RunConfig.model_validate_json(config.model_dump_json())
+
+
 def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:
     """Read a YAML run config (or start from defaults) and apply nested overrides. A file may name another with
     `extends: FILE` (relative to itself): its fields are the other file's, with its own on top."""
