@@ -9,13 +9,13 @@ one unit (`t2rag.pipeline` importing `t2rag.results` and `t2rag.results` importi
 modules the edges join). Layers, lowest first (a module may import from its own layer and those below):
 
 0 foundations: errors, storage (and JSON lines), progress (and timing a call), pools (a pool's shape), model_loads,
-  model_access, quiet, tokenize
+  model_access, quiet, tokenize, plugins (the loader and who registered what)
 1 data and text: data, answer, metrics, reference, routing
 2 engines: generation, retrieval
 3 run settings, corpus-side steps and the run folder: prompts, methods, config, summaries, the judge's settings,
   verdicts and ratings, run_folder (a run's files, its records, outcomes and scorecards), estimate.rates
 4 the per-process hub: resources
-5 stages (and the work a run has left, stages.work)
+5 stages (and the work a run has left, stages.work), extend (the plugins' interface)
 6 the estimate, the run and what is made of it: estimate, pipeline, fusion_fit, config_reference, results (report,
   findings, compare, export, scoring, significance, plots, tables, explore), judge
 7 front ends: ray_jobs, serve
@@ -33,13 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("t2rag", "ray_jobs", "serve")
 LAYERS: list[tuple[str, ...]] = [
     ("t2rag.errors", "t2rag.storage", "t2rag.progress", "t2rag.pools", "t2rag.model_loads", "t2rag.model_access",
-     "t2rag.quiet", "t2rag.tokenize"),
+     "t2rag.quiet", "t2rag.tokenize", "t2rag.plugins"),
     ("t2rag.data", "t2rag.answer", "t2rag.metrics", "t2rag.reference", "t2rag.routing"),
     ("t2rag.generation", "t2rag.retrieval"),
     ("t2rag.prompts", "t2rag.methods", "t2rag.config", "t2rag.summaries", "t2rag.judge.config", "t2rag.judge.verdicts",
      "t2rag.judge.ratings", "t2rag.run_folder", "t2rag.estimate.rates"),
     ("t2rag.resources",),
-    ("t2rag.stages",),
+    ("t2rag.stages", "t2rag.extend"),
     ("t2rag.estimate", "t2rag.pipeline", "t2rag.config_reference", "t2rag.results", "t2rag.judge"),
     ("ray_jobs", "serve"),
     ("t2rag.cli",),

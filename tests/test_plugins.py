@@ -7,7 +7,10 @@ Every run is a subprocess: what a plugin registers stays in that process, as it 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -83,11 +86,24 @@ def test_the_installed_example_is_listed_run_planned_reported_compared_and_expor
     compared = t2rag("compare", f"{run}:tfidf_focus", f"{run}:bm25_focus", "--json", cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr[-2000:]
     assert json.loads(compared.stdout)
+    from t2rag.results.explore.index import load_run
+
+    explored = load_run(str(run))  # the explorer's index, in a process that never loaded the plugin
+    assert {"char_tfidf", "tfidf_focus"} <= set(explored.methods)
     board = tmp_path / "board.jsonl"
     exported = t2rag("export", str(run), "--method", "tfidf_focus", "--out", str(board), "--json", cwd=tmp_path)
     assert json.loads(exported.stdout)["origin"] == "t2rag-char-tfidf 0.1.0"
     lines = [json.loads(line) for line in board.read_text().splitlines()]
     assert len(lines) == 883 and [line["context_id"] for line in lines[:3]] == [list(fused[r["id"]]) for r in lines[:3]]
+
+
+def test_the_examples_own_tests_pass_where_it_is_installed(example_installed, tmp_path):
+    tests = Path(__file__).resolve().parents[1] / "examples" / "custom_method" / "tests"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)], cwd=tmp_path,
+                          env={**os.environ, **with_example(example_installed)}, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "4 passed" in done.stdout
 
 
 def test_a_module_beside_its_config_runs_with_its_stage_and_settings(tmp_path):
