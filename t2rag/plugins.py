@@ -121,11 +121,6 @@ def settings_model(name: str) -> type | None:
     return None
 
 
-def registered(group: str) -> list[str]:
-    """Every name registered in `group` that came from outside t2rag."""
-    return [name for (g, name) in _origins if g == group]
-
-
 def load_plugins(modules: Sequence[str] = (), search: Path | None = None) -> None:
     """Load the installed packages' entry points (once per process), what a Ray driver shipped to this worker, and
     the named modules (`search` first on the path: the run config's folder)."""

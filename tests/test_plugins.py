@@ -142,6 +142,12 @@ def test_rank_fusion_in_a_config_fuses_a_plugin_retriever_with_bm25_focus(tmp_pa
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((run / "result.json").read_text())
     assert result["plugins"]["retrievers"]["overlap_focus"] == {"source": "config", "version": None}
+    listed = {
+        m["name"]: m for m in json.loads(t2rag("methods", "--json", "--config", str(config), cwd=tmp_path).stdout)
+    }
+    assert (listed["overlap"]["origin"], listed["overlap"]["version"]) == ("word_overlap", "0.2.0")
+    assert listed["overlap"]["stages"][:2] == ["fold_questions", "retrieve"]
+    assert (listed["overlap_focus"]["origin"], listed["overlap_focus"]["retriever"]) == ("config", "overlap_focus")
     assert result["plugins"]["retrievers"]["word_overlap"]["source"] == "word_overlap"
     assert result["methods"]["overlap_focus"]["weighted"]["questions"] == 883
 
