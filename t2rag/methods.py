@@ -181,7 +181,8 @@ def register_method(name: str, entry: Method | RankFusion, origin: plugins.Origi
     if isinstance(entry, RankFusion):
         plugins.register("t2rag.retrievers", name, entry, origin)
         description = entry.description or f"reciprocal-rank fusion of {', '.join(entry.retrievers)}"
-        entry = Method(name, description, retriever=name, stages=LEXICAL)
+        embeds = "dense" in RETRIEVERS[name].ingredients  # a member searches with query vectors
+        entry = Method(name, description, retriever=name, stages=DENSE if embeds else LEXICAL)
     if not isinstance(entry, Method):
         raise PluginError(f"plugin {origin.label}: method '{name}' is a {type(entry).__name__}, not a "
                           "t2rag.extend.Method")  # fmt: skip

@@ -136,7 +136,8 @@ def test_rank_fusion_in_a_config_fuses_a_plugin_retriever_with_bm25_focus(tmp_pa
     shutil.copy(MODULES / "word_overlap.py", tmp_path)
     run = tmp_path / "run"
     config = write_config(tmp_path / "fused.yaml", plugins=["word_overlap"], methods=["bm25_focus", "overlap_focus"],
-                          rank_fusion={"overlap_focus": {"retrievers": ["word_overlap", "bm25_focus"]}},
+                          rank_fusion={"overlap_focus": {"retrievers": ["word_overlap", "bm25_focus"]},
+                                       "dense_focus": {"retrievers": ["base", "bm25_focus"]}},
                           data={"subsets": ["FinQA"]}, out=str(run))  # fmt: skip
     done = t2rag("eval", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -148,6 +149,7 @@ def test_rank_fusion_in_a_config_fuses_a_plugin_retriever_with_bm25_focus(tmp_pa
     assert (listed["overlap"]["origin"], listed["overlap"]["version"]) == ("word_overlap", "0.2.0")
     assert listed["overlap"]["stages"][:2] == ["fold_questions", "retrieve"]
     assert (listed["overlap_focus"]["origin"], listed["overlap_focus"]["retriever"]) == ("config", "overlap_focus")
+    assert listed["dense_focus"]["stages"][:2] == ["embed_queries", "retrieve"]  # a member reads query vectors
     assert result["plugins"]["retrievers"]["word_overlap"]["source"] == "word_overlap"
     assert result["methods"]["overlap_focus"]["weighted"]["questions"] == 883
 

@@ -156,6 +156,8 @@ class RetrieverPlugin:
     build: Callable[..., Retriever]
     settings: type[BaseModel] | None = None
     description: str = ""
+    #: It searches with dense query vectors (its methods embed the question first: `DENSE`, not `LEXICAL`).
+    needs_query_vectors: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,7 +229,7 @@ def register_retriever(name: str, entry: RetrieverPlugin | RankFusion, origin: p
         made = entry.build() if entry.settings is None else entry.build(plugin_settings(name, settings))
         return CheckedRetriever(made, name, plugins.origin_of("t2rag.retrievers", name).label)
 
-    RETRIEVERS[name] = RegisteredRetriever(build, (), entry.settings)
+    RETRIEVERS[name] = RegisteredRetriever(build, ("dense",) if entry.needs_query_vectors else (), entry.settings)
 
 
 plugins.add_registrar(
