@@ -259,6 +259,22 @@ class RunConfig(BaseModel):
         """Whether answers are generated for this method in this run."""
         return not self.retrieval_only and method not in self.retrieval_only_methods
 
+    def plugins_used(self) -> dict[str, dict[str, dict[str, str | None]]]:
+        """Every method, retriever and stage of the run that came from outside t2rag, by kind and name, each with
+        its source and version (a method's also with what its generator reads, so a report can attribute its
+        answers without loading the plugin)."""
+        pairs: list[tuple[str, str]] = []
+        for name in self.methods:
+            method = get_method(name)
+            pairs.append(("t2rag.methods", method.name.partition("@")[0]))
+            if method.retriever:
+                pairs += [("t2rag.retrievers", r) for r in retriever_names(method.retriever)]
+            pairs += [("t2rag.stages", s) for s in method.stages]
+        found = plugins.origins_in_use(dict.fromkeys(pairs))
+        for name, entry in found.get("methods", {}).items():
+            entry["reader"] = get_method(name).reader
+        return found
+
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location, the runner or the placement)."""
         skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models", "judge"}
@@ -271,7 +287,15 @@ class RunConfig(BaseModel):
             unused |= {"route", "route_max_tokens"}
         exclude = {**dict.fromkeys(skip, True), "generator": {"replicas", "batch_size"}, "prompts": unused}
         payload = self.model_dump(exclude=exclude)
+        made_by = self.plugins_used()
+        if made_by:  # another version of a plugin is another configuration: its records are not resumed
+            payload["plugins_used"] = made_by
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def retriever_names(name: str) -> list[str]:
+    """A retriever and, for a rank fusion, the retrievers it fuses (recursively)."""
+    return [name, *(m for member in RETRIEVERS[name].members for m in retriever_names(member))]
 
 
 def in_this_process(config: RunConfig) -> RunConfig:

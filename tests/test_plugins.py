@@ -123,6 +123,12 @@ def test_a_module_beside_its_config_runs_with_its_stage_and_settings(tmp_path):
     assert any(s["stage"] == "fold_questions" for s in manifest["stages"])
     assert manifest["config"]["settings"] == {"word_overlap": {"min_length": 4}}
 
+    # Another version of the plugin is another configuration: the run is not resumed with it.
+    module = folder / "word_overlap.py"
+    module.write_text(module.read_text().replace('__version__ = "0.2.0"', '__version__ = "0.3.0"'))
+    again = t2rag("eval", "--config", str(config), cwd=tmp_path)
+    assert again.returncode == 2 and "holds results of a different configuration" in again.stderr
+
     bad = write_config(folder / "bad.yaml", plugins=["word_overlap"], settings={"word_overlap": {"min_length": 0}},
                        methods=["overlap"], out=str(tmp_path / "bad"))  # fmt: skip
     refused = t2rag("eval", "--config", str(bad), cwd=tmp_path)

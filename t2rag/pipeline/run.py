@@ -22,7 +22,6 @@ from t2rag.errors import ConfigError, InputError, T2RagError, first_line, perman
 from t2rag.estimate.plan_vs_run import against_run
 from t2rag.methods import get_method
 from t2rag.pipeline.lock import run_lock
-from t2rag.pipeline.plugin_check import plugins_of
 from t2rag.progress import StageLog
 from t2rag.run_folder.files import (
     count_failed,
@@ -191,7 +190,7 @@ def finish_run(
     result["generation"] = generation_usage(records)
     result["attempts"] = asdict(attempts or Attempts())
     result["model_loads"] = model_loads or {}
-    outside = plugins_of(config)
+    outside = config.plugins_used()
     if outside:  # what made the result, where not t2rag
         result["plugins"] = outside
     checked = against_run(plan, records, log.totals())
