@@ -251,10 +251,10 @@ def test_methods_lists_every_registered_method_with_its_chain(capsys):
     listed = json.loads(capsys.readouterr().out)
     assert [m["name"] for m in listed] == list(METHODS)
     by_name = {m["name"]: m for m in listed}
-    assert set(by_name["bm25_focus"]) == {"name", "stages", "retriever", "origin"}
+    assert set(by_name["bm25_focus"]) == {"name", "stages", "retriever", "origin", "version"}
     assert by_name["bm25_focus"]["retriever"] == "bm25_focus" and by_name["oracle"]["retriever"] is None
     assert by_name["base"]["stages"][:2] == ["embed_queries", "retrieve"]
     assert by_name["base"]["stages"][-2:] == ["generate", "parse_answers"]
-    assert {m["origin"] for m in listed} == {"built-in"}
+    assert {(m["origin"], m["version"]) for m in listed} == {("built-in", None)}
     assert main(["methods"]) == 0
     assert "| bm25_focus " in capsys.readouterr().out

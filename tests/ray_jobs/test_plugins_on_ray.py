@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ray_jobs.ray_private import LOOPBACK_ENV
 from tests.conftest import PLUGIN_MODULES, free_port, t2rag, with_example
 
 pytestmark = pytest.mark.slow
@@ -43,7 +44,9 @@ def three_nodes(cluster_keeper, tmp_path_factory) -> Iterator[Nodes]:
     logs = tmp_path_factory.mktemp("nodes")
     port, dashboard = free_port(), free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # socket paths stay under 107 bytes
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # Neither the plugins' path nor the flag an earlier test's one-process cluster set (which makes a joining node
+    # refuse to start, as on macOS).
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", LOOPBACK_ENV)}
     env.update(PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", RAY_AUTH_MODE="disabled")
     store = str(200 * 2**20)
     nodes = [_ray("start", "--head", "--port", str(port), "--num-cpus", "0", "--temp-dir", temp_dir,

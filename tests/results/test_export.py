@@ -38,6 +38,7 @@ def test_round_trip_of_a_real_run(bm25_run, tmp_path, capsys):
         "questions": len(records),
         "with_contexts": len(records),
         "with_prediction": 0,
+        "origin": "built-in",
     }
     by_id = {r["id"]: r for r in records}
     assert [r["id"] for r in rows] == [r["id"] for r in records]
