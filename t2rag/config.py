@@ -278,7 +278,8 @@ class RunConfig(BaseModel):
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location, the runner or the placement)."""
         skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models", "judge"}
-        skip |= {f for f in ("plugins", "settings", "rank_fusion") if not getattr(self, f)}  # runs before plugins
+        # Left out when empty, so runs made before plugins existed keep their fingerprints.
+        skip |= {f for f in ("plugins", "settings", "rank_fusion") if not getattr(self, f)}
         # The judge's prompt settings change no record either; routing settings change only routed methods' (both
         # left out where they change none, so the fingerprints of earlier runs stay as they were).
         unused = {"judge", "judge_max_tokens"}

@@ -16,8 +16,8 @@ The pieces:
   (int64, -1 pads a short row) and scores (float64), `result_depth(k, depth)` of each per question, best first;
   `corpus` returns the indexed `Corpus` (`.texts`, `.context_ids`, `.metadata`). Every block a plugin's retriever
   returns is checked (shape, positions inside the corpus, no NaN score beside a position).
-- `RetrieverPlugin(build, settings=None)`: how to make one; `build(settings)` gets the validated block of the run
-  config's `settings: {NAME: {...}}` when `settings` is a pydantic model, else `build()`.
+- `RetrieverPlugin(build, settings=None, needs_query_vectors=False)`: how to make one; `build(settings)` gets the
+  validated block of the run config's `settings: {NAME: {...}}` when `settings` is a pydantic model, else `build()`.
 - `Stage`: Arrow batch in, Arrow batch out. Declare `name`, the columns it `reads` (and `optional`), what it
   `adds` (a pyarrow schema) and `drops`, its `pool` (one of `PoolKind`: which actors Ray places it on) and `after`
   (the stage it follows; default: after the ranking stages); `settings` (a pydantic model) for a block of its own,
