@@ -18,7 +18,7 @@ from t2rag.retrieval.dense.chunking import ChunkingConfig
 from t2rag.retrieval.dense.embedder import EmbedderConfig
 from t2rag.retrieval.dense.retriever import DenseRetriever
 from t2rag.retrieval.dense.vector_store import AnnConfig
-from t2rag.retrieval.fusion.hybrid import HybridBM25Retriever, HybridRRFRetriever
+from t2rag.retrieval.fusion.hybrid import HybridBM25Retriever
 from t2rag.retrieval.fusion.reciprocal import RankFusionRetriever
 from t2rag.retrieval.fusion.weighted import FUSED_METHODS, FusedRetriever, FusionConfig, FusionWeights
 from t2rag.retrieval.lexical.bm25 import BM25Retriever
@@ -198,7 +198,8 @@ RETRIEVERS: dict[str, RegisteredRetriever] = {
         ("base", _dense, ("dense",)),
         ("hybrid_bm25", lambda c: HybridBM25Retriever(_dense(c), _bm25(c), c.hybrid.alpha, c.hybrid.beta),
          ("lexical", "dense")),
-        ("hybrid_rrf", lambda c: HybridRRFRetriever(_dense(c), _bm25(c), c.hybrid.rrf_k, c.hybrid.rrf_candidates),
+        ("hybrid_rrf",
+         lambda c: RankFusionRetriever("hybrid_rrf", [_dense(c), _bm25(c)], c.hybrid.rrf_k, c.hybrid.rrf_candidates),
          ("lexical", "dense")),
         ("bm25_numeric", lambda c: _bm25(c, "numeric"), ("lexical", "numeric")),
         ("chunked", _chunked, ("dense", "chunks")),

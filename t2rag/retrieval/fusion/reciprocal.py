@@ -1,5 +1,5 @@
-"""Reciprocal-rank fusion of any registered retrievers: what a `rank_fusion:` entry of a run config, or a plugin's
-`RankFusion`, builds (`hybrid_rrf` is the same fusion of the dense and BM25 retrievers)."""
+"""Reciprocal-rank fusion of retrievers: `hybrid_rrf` (dense and BM25), and what a `rank_fusion:` entry of a run
+config, or a plugin's `RankFusion`, builds."""
 
 from __future__ import annotations
 
