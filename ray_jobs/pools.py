@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from ray_jobs.generator_service import generator_placement
 from ray_jobs.placement import Step, pool_kind, shared_chain, steps, with_cpu_tokenizing
-from t2rag import plugins
-from t2rag.config import RunConfig, retriever_names
+from t2rag.config import RunConfig
 from t2rag.methods import ANSWER_TAIL, get_method
 from t2rag.pools import PoolShape, PoolSpec
 from t2rag.stages.work import WorkGroup, split_chain
@@ -79,11 +78,9 @@ def _pool(step: Step, config: RunConfig, phase: str) -> PoolSpec:
 
 def plugin_code(segment: tuple[str, ...], config: RunConfig) -> tuple[str, ...]:
     """The plugins' stages of a segment and, where it retrieves, the plugins' retrievers of the run's methods."""
-    names = [s for s in segment if not plugins.origin_of("t2rag.stages", s).built_in]
-    retrievers = [get_method(m).retriever for m in config.methods] if "retrieve" in segment else []
-    for retriever in filter(None, retrievers):
-        names += [r for r in retriever_names(retriever) if not plugins.origin_of("t2rag.retrievers", r).built_in]
-    return tuple(dict.fromkeys(names))
+    used = config.plugins_used()
+    stages = [s for s in segment if s in used.get("stages", {})]
+    return tuple(stages + (list(used.get("retrievers", {})) if "retrieve" in segment else []))
 
 
 def _model(kind: str | None, config: RunConfig) -> str | None:

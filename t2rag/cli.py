@@ -329,7 +329,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
     if args.json:
         print_json(listed)
         return 0
-    rows = [[m["name"], m["retriever"] or "-", " -> ".join(m["stages"]), f"{m['origin']} {m['version'] or ''}".strip()]
+    rows = [[m["name"], m["retriever"] or "-", " -> ".join(m["stages"]), plugins.label(m["origin"], m["version"])]
             for m in listed]  # fmt: skip
     print(markdown_table(["method", "retriever", "stages", "origin"], rows))
     print(f"\nAny retrieving method also runs as METHOD@ROUTER, ROUTER one of: {', '.join(ROUTERS)}.")

@@ -268,7 +268,7 @@ class RunConfig(BaseModel):
             method = get_method(name)
             pairs.append(("t2rag.methods", method.name.partition("@")[0]))
             if method.retriever:
-                pairs += [("t2rag.retrievers", r) for r in retriever_names(method.retriever)]
+                pairs += [("t2rag.retrievers", r) for r in _retriever_names(method.retriever)]
             pairs += [("t2rag.stages", s) for s in method.stages]
         found = plugins.origins_in_use(dict.fromkeys(pairs))
         for name, entry in found.get("methods", {}).items():
@@ -294,9 +294,9 @@ class RunConfig(BaseModel):
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def retriever_names(name: str) -> list[str]:
+def _retriever_names(name: str) -> list[str]:
     """A retriever and, for a rank fusion, the retrievers it fuses (recursively)."""
-    return [name, *(m for member in RETRIEVERS[name].members for m in retriever_names(member))]
+    return [name, *(m for member in RETRIEVERS[name].members for m in _retriever_names(member))]
 
 
 def in_this_process(config: RunConfig) -> RunConfig:

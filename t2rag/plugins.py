@@ -45,11 +45,16 @@ class Origin:
 
     @property
     def label(self) -> str:
-        return f"{self.source} {self.version}" if self.version else self.source
+        return label(self.source, self.version)
 
     @property
     def built_in(self) -> bool:
         return self.source == BUILT_IN.source
+
+
+def label(source: str, version: str | None) -> str:
+    """How an origin is named to people: its source, and its version where it has one."""
+    return f"{source} {version}" if version else source
 
 
 BUILT_IN = Origin("built-in")

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from t2rag.data import QuestionSet, load_questions
 from t2rag.errors import InputError
+from t2rag.plugins import label
 from t2rag.run_folder.files import MANIFEST_FILE, read_manifest, read_records
 from t2rag.storage import dump_objects, write_bytes
 
@@ -114,5 +115,5 @@ def export_leaderboard(run_dir: str, out: str, method: str | None = None, partia
         questions=len(rows),
         with_contexts=sum(bool(r["context_id"]) for r in rows),
         with_prediction=sum(r["prediction"] is not None for r in rows),
-        origin=f"{made_by['source']} {made_by['version'] or ''}".strip() if made_by else "built-in",
+        origin=label(made_by["source"], made_by["version"]) if made_by else "built-in",
     )

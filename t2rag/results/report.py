@@ -27,6 +27,7 @@ from t2rag.estimate.plan_vs_run import plan_table
 from t2rag.judge.ratings import ratings_table
 from t2rag.methods import METHODS, PAPER_METHODS, ROUTERS
 from t2rag.metrics.retrieval import per_query
+from t2rag.plugins import label
 from t2rag.reference import (
     TABLE4_METRICS,
     PaperReference,
@@ -147,9 +148,7 @@ def setting_lines(manifest: dict | None) -> list[str]:
     if config.get("limit"):
         lines.append(f"- answers generated for a seeded sample of {config['limit']} questions per subset")
     for kind, entries in (manifest.get("plugins") or {}).items():
-        made = ", ".join(
-            f"{name} ({e['source']} {e['version'] or ''})".replace(" )", ")") for name, e in entries.items()
-        )
+        made = ", ".join(f"{name} ({label(e['source'], e['version'])})" for name, e in entries.items())
         lines.append(f"- plugin {kind}: {made}")
     return lines
 
