@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from t2rag import plugins
-from t2rag.errors import ConfigError
+from t2rag.errors import ConfigError, PluginError
 from t2rag.generation.config import GeneratorConfig
 from t2rag.generation.registry import as_spec, resolve_generator
 from t2rag.judge.config import JudgeConfig
@@ -200,16 +200,15 @@ class RunConfig(BaseModel):
     @field_validator("settings")
     @classmethod
     def _settings_are_typed(cls, blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for name, block in blocks.items():
+        for name in blocks:
             model = plugins.settings_model(name)
             if model is None:
                 raise ValueError(f"settings.{name}: no plugin retriever or stage named '{name}' takes settings"
                                  f"{close_names(name, RETRIEVERS)}")  # fmt: skip
             try:
-                model.model_validate(block)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                raise ValueError(f"settings.{name}.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+                plugins.validated_settings(name, model, blocks)
+            except PluginError as exc:
+                raise ValueError(str(exc)) from None  # said with the config file's name, as every field's error
         return blocks
 
     @field_validator("rank_fusion")

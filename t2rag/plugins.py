@@ -19,11 +19,14 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from t2rag.errors import PluginError, first_line
 
@@ -115,6 +118,15 @@ def register(group: str, name: str, obj: object, origin: Origin) -> None:
     registrar.add(name, obj, origin)
     if not origin.built_in:
         _origins[(group, name)] = origin
+
+
+def validated_settings(name: str, model: type[BaseModel], blocks: Mapping[str, Any]) -> BaseModel:
+    """`name`'s block of a run's `settings:` validated by its model (the model's defaults where there is none)."""
+    try:
+        return model.model_validate(dict(blocks.get(name) or {}))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise PluginError(f"settings.{name}.{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
 
 
 def settings_model(name: str) -> type | None:

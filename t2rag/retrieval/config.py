@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from t2rag import plugins
 from t2rag.errors import PluginError
@@ -227,7 +227,11 @@ def register_retriever(name: str, entry: RetrieverPlugin | RankFusion, origin: p
                           "t2rag.extend.RetrieverPlugin")  # fmt: skip
 
     def build(config: RetrievalConfig, settings: Settings) -> Retriever:
-        made = entry.build() if entry.settings is None else entry.build(plugin_settings(name, settings))
+        made = (
+            entry.build()
+            if entry.settings is None
+            else entry.build(plugins.validated_settings(name, entry.settings, settings))
+        )
         return CheckedRetriever(made, name, plugins.origin_of("t2rag.retrievers", name).label)
 
     RETRIEVERS[name] = RegisteredRetriever(build, ("dense",) if entry.needs_query_vectors else (), entry.settings)
@@ -239,18 +243,6 @@ plugins.add_registrar(
         register_retriever, lambda: RETRIEVERS, lambda n: RETRIEVERS[n].settings if n in RETRIEVERS else None
     ),
 )
-
-
-def plugin_settings(name: str, settings: Settings) -> BaseModel:
-    """The validated settings block of a registered retriever (its defaults where the run gives none)."""
-    model = RETRIEVERS[name].settings
-    assert model is not None
-    try:
-        return model.model_validate(dict(settings.get(name) or {}))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise PluginError(f"settings.{name}.{where}: {first['msg']}") from exc
 
 
 def ablation_ladder() -> dict[str, tuple[str, ...]]:

@@ -17,9 +17,10 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from t2rag.errors import PluginError
+from t2rag.plugins import validated_settings
 from t2rag.pools import PoolKind
 from t2rag.prompts import Prompts
 from t2rag.resources import Resources
@@ -63,11 +64,7 @@ class Stage:
         """This stage's validated block of the run's `settings:` (its model's defaults where the run gives none)."""
         if self.settings is None:
             raise PluginError(f"stage {self.name} declares no settings")
-        try:
-            return self.settings.model_validate(dict(self.config.settings.get(self.name) or {}))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise PluginError(f"settings.{self.name}.{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+        return validated_settings(self.name, self.settings, self.config.settings)
 
     def without_drops(self, batch: pa.Table) -> pa.Table:
         """The batch without the columns this stage declares it drops."""
