@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -241,6 +242,17 @@ def t2rag(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subproces
     command = [sys.executable, "-c", "import sys; from t2rag.cli import main; sys.exit(main(sys.argv[1:]))", *argv]
     return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
                           timeout=600)  # fmt: skip
+
+
+def stop_started(process: subprocess.Popen, timeout_s: float) -> None:
+    """Stop a command a test started in a session of its own (`start_new_session`): SIGTERM, as a user's Ctrl-C or a
+    supervisor's stop, then SIGKILL to its whole session if it has not ended within `timeout_s`."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from t2rag.generation.engine import Batching, Engine
 from t2rag.generation.registry import ENGINES, engine_of, register_engine
 from t2rag.pools import PoolShape
 from t2rag.run_folder.files import read_records
+from tests.conftest import stop_started
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,8 +147,4 @@ def test_t2rag_serve_serves_a_toy_engine(toy, tiny_data, tmp_path):
         )
         assert httpx.get(f"{url}/methods", timeout=10).json()["generator"] == "counting"
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_started(process, 60)

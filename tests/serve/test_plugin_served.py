@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import openai
 import pytest
 import yaml
 
-from tests.conftest import PLUGIN_MODULES, free_port, real_table, with_example, write_layout
+from tests.conftest import PLUGIN_MODULES, free_port, real_table, stop_started, with_example, write_layout
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -53,12 +52,7 @@ def served(cluster_keeper, example_installed, short_system_prompt, tmp_path_fact
             time.sleep(0.5)
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_started(process, 60)
 
 
 def test_plugin_methods_are_served_like_built_ins(served):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import free_port, real_table, requires_vllm, write_layout
+from tests.conftest import free_port, real_table, requires_vllm, stop_started, write_layout
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, requires_vllm]
 
@@ -62,12 +61,7 @@ def client(root, short_system_prompt) -> Iterator[httpx.Client]:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300, headers=headers) as c:
             yield c
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_started(process, 120)
 
 
 def test_ready_and_generate_through_vllm(client):
