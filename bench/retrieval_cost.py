@@ -36,7 +36,7 @@ import time
 from t2rag.data import build_corpora, load_questions
 from t2rag.data.distractors import extend, synthetic_contexts
 from t2rag.methods import get_method
-from t2rag.progress import call_seconds
+from t2rag.progress import call_seconds, paired_ratio
 from t2rag.retrieval import QueryBlock, RetrievalConfig, build_retriever
 from t2rag.retrieval.dense.embedder import EmbedderConfig, make_embedder
 
@@ -105,12 +105,6 @@ def timings(args, methods: list[str]) -> dict:
             entry["total_vs_bm25"] = round(paired_ratio(totals, bm25_totals), 2)
         out["methods"][method] = entry
     return out
-
-
-def paired_ratio(seconds_of: list[float], base: list[float]) -> float:
-    """The median over rounds of one round's seconds over the base's in the same round: a slow spell of the machine
-    lasting a round weighs on both."""
-    return statistics.median(a / b for a, b in zip(seconds_of, base, strict=True))
 
 
 def _rss_kb(field: str) -> int:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -124,3 +125,9 @@ def call_seconds(call: Callable[[], object]) -> float:
         return time.perf_counter() - start
     finally:
         gc.enable()
+
+
+def paired_ratio(seconds_of: Sequence[float], base: Sequence[float]) -> float:
+    """The median over timed rounds of one round's seconds over the base's in the same round: a slow spell of the
+    machine lasting a round weighs on both sides of its ratio (medians taken apart moved by 10-20% between runs)."""
+    return statistics.median(a / b for a, b in zip(seconds_of, base, strict=True))

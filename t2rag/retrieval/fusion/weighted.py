@@ -6,16 +6,17 @@ Every component is a (questions x documents) matrix in [0, 1]:
 - `dense`: the dense top-`dense_candidates` list min-max scaled (its last context gets 0, as do contexts outside
   it);
 - `company`, `year`, `year_before`, `report_named`: the metadata prior's features (`t2rag.retrieval.metadata_prior`);
-- `row_words`, `line_item`, `phrases`, `triples`, `numbers`, `row_years`: page evidence
+- `row_words`, `line_item`, `phrases`, `triples`, `numbers`, `row_years`, `passage`: page evidence
   (`t2rag.retrieval.page_evidence.features`).
 
 A context's score is the weighted sum; ties fall to corpus order. The weights are fitted on a dev split by `t2rag
 fit-fusion` (`t2rag.retrieval.fusion.fit`) and written into a config; a component with weight 0 is not computed. A
-search runs in two stages: every component but the word pairs and figures scores every document of the corpus (a few
-questions at a time, so the score matrices stay within `FUSION_BYTES`), and the word pairs, triples and figures are
-added for the first stage's best `candidates` documents only, which are then ranked. The second stage costs the same per
-question at any corpus size; on the dev sample, no gold context that every document scored in full would rank in the top
-3 falls outside 50 candidates (the largest first-stage rank of such a gold is 17;
+search runs in stages: every component but the word pairs and figures scores every document of the corpus (a few
+questions at a time, so the score matrices stay within `FUSION_BYTES`); the word pairs, triples and figures are added
+for the first stage's best `candidates` documents only; and `passage`, which finds every word of the question in a
+document (the costliest lookup), for the second stage's best `PASSAGE_DEPTH`; then they are ranked. The later stages
+cost the same per question at any corpus size. On the dev sample, no gold context that every document scored in full
+would rank in the top 3 falls outside 50 candidates (the largest first-stage rank of such a gold is 17;
 `tests/retrieval/fusion/test_weighted.py`). A method that reads the question `company_free` scores BM25 without the
 words naming its company (`MetadataPrior.company_words`): the prior scores the company, and a name in the lexical score
 favours the pages that print it, which grow in number with the corpus. A method that `prefer_held` then moves a page
@@ -57,6 +58,10 @@ PRIOR: tuple[str, ...] = ("company", "year", "year_before")
 #: fused float64 score and the selection's temporaries.
 FUSION_BYTES = 512 << 20
 BYTES_PER_SCORE = 64
+#: Documents per question, the second stage's best, that `passage` scores (the third stage).
+PASSAGE_DEPTH = 6
+#: The candidate features added in the third stage.
+THIRD_STAGE: tuple[str, ...] = ("passage",)
 #: Threads a search's spans run in, each holding its share of FUSION_BYTES (as many as BM25's `top_k` uses).
 SEARCH_THREADS = 2
 
@@ -78,6 +83,7 @@ class FusionWeights(BaseModel):
     triples: float = Field(0.0, ge=0)
     numbers: float = Field(0.0, ge=0)
     row_years: float = Field(0.0, ge=0)
+    passage: float = Field(0.0, ge=0)
 
     def used(self) -> tuple[str, ...]:
         return tuple(c for c in COMPONENTS if getattr(self, c) > 0)
@@ -103,11 +109,14 @@ class FusedMethod:
     prefer_held: bool = False
 
 
+#: bm25_focus's page features: runs of three words added nothing once `passage` reads where the words stand.
+FOCUS_PAGE_FEATURES: tuple[str, ...] = tuple(f for f in PAGE_FEATURES if f not in ("triples", "row_words"))
+
 #: The fused retrievers, in the order `t2rag fit-fusion` fits and reports them.
 FUSED_METHODS: dict[str, FusedMethod] = {
     "bm25_meta": FusedMethod(("lexical", *PRIOR)),
     "bm25_page": FusedMethod(("lexical", *PRIOR, *FIRST_PAGE_FEATURES)),
-    "bm25_focus": FusedMethod(("lexical", *FEATURES, *PAGE_FEATURES), company_free=True, prefer_held=True),
+    "bm25_focus": FusedMethod(("lexical", *FEATURES, *FOCUS_PAGE_FEATURES), company_free=True, prefer_held=True),
     "hybrid_chunked": FusedMethod(("lexical", "dense")),
     "hybrid_meta": FusedMethod(("lexical", "dense", *PRIOR)),
 }
@@ -128,16 +137,15 @@ FITTED_WEIGHTS: dict[str, FusionWeights] = {
     ),
     "bm25_focus": FusionWeights(
         lexical=1.0,
-        company=0.994,
-        year=0.349,
-        year_before=0.104,
-        report_named=0.157,
-        row_words=0.111,
-        line_item=0.259,
-        phrases=0.835,
-        triples=0.301,
-        numbers=0.34,
-        row_years=0.263,
+        company=1.233,
+        year=0.453,
+        year_before=0.143,
+        report_named=0.211,
+        line_item=0.299,
+        phrases=0.888,
+        numbers=0.422,
+        row_years=0.33,
+        passage=0.903,
     ),
     "hybrid_chunked": FusionWeights(lexical=1.0, dense=0.309),
     "hybrid_meta": FusionWeights(lexical=1.0, dense=0.466, company=0.829, year=0.347, year_before=0.131),
@@ -238,7 +246,11 @@ class FusedRetriever(IndexedMixin, Retriever):
         if self.company_free and self.prior is not None:
             left_out = self.prior.company_words(questions, match)
         years = [years_named(q) for q in questions] if self.prior is not None or self.page is not None else None
-        asked = self.page.asked(questions, years) if self.page is not None else None
+        asked = None
+        if self.page is not None:
+            asked = self.page.asked(
+                questions, years, left_out, [f for f in PAGE_FEATURES if getattr(self.weights, f) > 0]
+            )
         return Reading(match, left_out, asked, years)
 
     def components(self, queries: Sequence[str] | QueryBlock) -> dict[str, np.ndarray]:
@@ -295,27 +307,59 @@ class FusedRetriever(IndexedMixin, Retriever):
         return FirstStage(len(block), len(self.corpus), lexical, dense, prior, row_words, item_mass)
 
     def _second_stage_weights(self) -> dict[str, float]:
+        """The weighted candidate features, those of the third stage included."""
         if self.page is None:
             return {}
         return {f: getattr(self.weights, f) for f in CANDIDATE_FEATURES if getattr(self.weights, f) > 0}
 
     def second_stage(self, asked: Asked | None, docs: np.ndarray) -> np.ndarray:
-        """The weighted candidate features of the documents `docs` ((questions x candidates) positions; 0 when no
-        candidate feature is weighted)."""
-        return self.weighted_second_stage(self.second_stage_features(asked, docs), docs.shape)
+        """The weighted candidate features of the documents `docs` ((questions x candidates) positions), the third
+        stage's too (0 when no candidate feature is weighted)."""
+        features = self.second_stage_features(asked, docs)
+        return self.weighted_second_stage(features, docs.shape) + self.weighted_third_stage(features, docs.shape)
 
-    def second_stage_features(self, asked: Asked | None, docs: np.ndarray) -> dict[str, np.ndarray]:
-        """Each weighted candidate feature of the documents `docs` ((questions x candidates) positions)."""
-        weights = self._second_stage_weights()
+    def second_stage_features(self, asked: Asked | None, docs: np.ndarray, third: bool = True) -> dict[str, np.ndarray]:
+        """Each weighted candidate feature of the documents `docs` ((questions x candidates) positions), those of
+        the third stage left out unless `third`."""
+        weights = [f for f in self._second_stage_weights() if third or f not in THIRD_STAGE]
         if not weights:
             return {}
         return self.page.candidate_features(asked, docs, tuple(weights))
 
     def weighted_second_stage(self, features: dict[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-        """The second stage's score from its features (0 when none is weighted)."""
+        """The second stage's score from its features, the third stage's left out (0 when none is weighted)."""
+        return self._weighted({f: v for f, v in features.items() if f not in THIRD_STAGE}, shape)
+
+    def weighted_third_stage(self, features: dict[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        """The third stage's score from its features (0 when none is weighted)."""
+        return self._weighted({f: v for f, v in features.items() if f in THIRD_STAGE}, shape)
+
+    def _weighted(self, features: dict[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
         if not features:
             return np.zeros(shape)
         return sum(getattr(self.weights, f) * values.astype(np.float64) for f, values in features.items())
+
+    def third_stage(
+        self, asked: Asked | None, positions: np.ndarray, scores: np.ndarray, features: dict[str, np.ndarray]
+    ) -> np.ndarray:
+        """The second stage's `scores` of the documents `positions` with the third stage added to each question's
+        best PASSAGE_DEPTH of them (ties: corpus order). Its features are read from `features` where they are
+        there (a shard's, of every candidate) and otherwise computed for those documents alone and put in
+        `features` (0 for the others)."""
+        weighted = [f for f in THIRD_STAGE if getattr(self.weights, f) > 0]  # a merge's retriever holds no index
+        if not weighted:
+            return scores
+        best = np.lexsort((positions, -scores), axis=-1)[:, :PASSAGE_DEPTH]
+        rows = np.arange(len(scores))[:, None]
+        missing = [f for f in weighted if f not in features]
+        if missing:
+            found = self.page.candidate_features(asked, positions[rows, best], tuple(missing))
+            for f in missing:
+                features[f] = np.zeros(positions.shape, np.float32)
+                features[f][rows, best] = found[f]
+        added = np.zeros(scores.shape)
+        added[rows, best] = self.weighted_third_stage({f: features[f][rows, best] for f in weighted}, best.shape)
+        return scores + added
 
     def _every_document(self, questions: int) -> np.ndarray:
         return np.broadcast_to(np.arange(len(self.corpus)), (questions, len(self.corpus)))
@@ -360,8 +404,9 @@ class FusedRetriever(IndexedMixin, Retriever):
             if width < first.shape[1]
             else self._every_document(len(block))
         )
-        features = self.second_stage_features(reading.asked, chosen)
+        features = self.second_stage_features(reading.asked, chosen, third=False)
         scores = np.take_along_axis(first, chosen, axis=1) + self.weighted_second_stage(features, chosen.shape)
+        scores = self.third_stage(reading.asked, chosen, scores, features)
         order = np.lexsort((chosen, -scores), axis=-1)[:, : min(n, width)]
         positions, scores = np.take_along_axis(chosen, order, axis=1), np.take_along_axis(scores, order, axis=1)
         if self.contained is not None:

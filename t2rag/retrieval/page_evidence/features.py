@@ -19,7 +19,12 @@ Features per (question, context), all in [0, 1]:
   whose table names every year the question names (in its header rows, or else its caption): the table a question
   was written from has its line item as a row and its years as columns, where another page of the report (the
   prior year's comparison) or the company's report of another year has the same row under other years. 0 for a
-  question that names no year.
+  question that names no year;
+- `passage`: the largest share of the question's distinct words (plurals folded; the words naming its company left
+  out, when the caller gives them) that one passage of the context holds, a passage being 24 consecutive content
+  words (two adjacent blocks of 12: `t2rag.retrieval.page_evidence.keys.WordBlocks`). The words a question asks
+  about sit together on the page it was written from (a table row and its header, one sentence), where another page
+  of the same report may name each of them somewhere.
 
 The tables are the contexts' markdown tables as the corpus holds them: TAT-DQA's (a label column, header rows with
 an empty label) and FinQA's (pandas markdown with an index column, glued to the line before it). Only the question's
@@ -32,7 +37,8 @@ size, and no index over all pairs is built (it took 4.25 GB at 100,000 contexts;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,11 +51,13 @@ from t2rag.retrieval.page_evidence.keys import (
     RowWordCounts,
     TermSets,
     Vocabulary,
+    WordBlocks,
     figure_keys,
     hashed_each,
     mix,
     pair_keys,
     triple_keys,
+    word_blocks,
 )
 from t2rag.retrieval.page_evidence.tables import labelled_rows
 from t2rag.retrieval.page_evidence.words import (
@@ -68,7 +76,7 @@ CORPUS_FEATURES: tuple[str, ...] = ("row_words", "line_item")
 
 #: Features of word pairs, figures and the years of the rows a question names, scored on the contexts a first stage
 #: chose (`t2rag.retrieval.fusion.weighted`).
-CANDIDATE_FEATURES: tuple[str, ...] = ("phrases", "triples", "numbers", "row_years")
+CANDIDATE_FEATURES: tuple[str, ...] = ("phrases", "triples", "numbers", "row_years", "passage")
 
 
 PAGE_FEATURES: tuple[str, ...] = (*CORPUS_FEATURES, *CANDIDATE_FEATURES)
@@ -93,6 +101,8 @@ class Asked:
     figures: list[np.ndarray]  # sorted distinct hashes of the figures
     figure_counts: np.ndarray
     years: np.ndarray  # the years each question names (`year_mask`, uint64)
+    passage_words: list[np.ndarray]  # distinct ids of the known words `passage` reads (its company's left out)
+    passage_counts: np.ndarray  # distinct words `passage` reads of each question, known or not
 
 
 class PageEvidence:
@@ -111,7 +121,7 @@ class PageEvidence:
         self.stems = Vocabulary()  # the stemmed words of pairs and triples
         labels: list[list[np.ndarray]] = []
         years: list[list[int]] = []  # each label's table's header years (`year_mask`)
-        key_sets = []
+        key_sets, blocks = [], []
         for text in texts:
             rows = labelled_rows(text)
             labels.append([self.vocabulary.add(content_words(label)) for label, _ in rows])
@@ -119,8 +129,10 @@ class PageEvidence:
             ids = self.stems.add(phrase_words(text))
             kinds = (mix(pair_keys(ids)[0]), mix(triple_keys(ids)[0], TRIPLES), mix(figure_keys(text), FIGURES))
             key_sets.append(np.unique(np.concatenate(kinds)))
+            blocks.append(word_blocks(ids))
         self.sets = KeySets(key_sets)  # each context's word pairs, triples and figures, hashed by kind
-        del key_sets
+        self.blocks = WordBlocks(blocks)
+        del key_sets, blocks
         self.row_words = TermSets([np.concatenate(ls) if ls else np.zeros(0, np.int64) for ls in labels], counts)
         # Every (context, label) with words, as a row: the label's idf mass (over the row-label vocabulary).
         named = [(d, ids, mask) for d, ls in enumerate(labels) for ids, mask in zip(ls, years[d], strict=True)]
@@ -136,10 +148,18 @@ class PageEvidence:
         """Memory held by the index's arrays (the vocabulary's dictionary aside)."""
         labels = self.label_terms.data.nbytes + self.label_terms.indices.nbytes + self.label_terms.indptr.nbytes
         located = self.label_doc.nbytes + self.label_years.nbytes
-        return self.sets.nbytes + self.row_words.nbytes + labels + located
+        return self.sets.nbytes + self.blocks.nbytes + self.row_words.nbytes + labels + located
 
-    def asked(self, questions: Sequence[str], years: Sequence[frozenset[int]] | None = None) -> Asked:
-        """What the features read of the questions (`years`: the years each names, when already read)."""
+    def asked(
+        self,
+        questions: Sequence[str],
+        years: Sequence[frozenset[int]] | None = None,
+        left_out: Sequence[frozenset[str]] | None = None,
+        features: Collection[str] = PAGE_FEATURES,
+    ) -> Asked:
+        """What the `features` read of the questions (`years`: the years each names, when already read; `left_out`:
+        per question, the words `passage` does not read, those naming its company). A candidate feature not named
+        reads nothing (its keys are empty)."""
         years = [years_named(q) for q in questions] if years is None else years
         said = [content_words(q) for q in questions]
         words = [[stem(w) for w in ws] for ws in said]
@@ -151,17 +171,20 @@ class PageEvidence:
         value_row = np.repeat(np.arange(len(questions)), [len(f) for f in stated])
         n = len(questions)
         in_labels = self._row_label_words(said)
+        none = [np.zeros(0, np.uint32)] * n
+        triples = "triples" in features
         return Asked(
             words=said,
             in_labels=in_labels,
             named=(in_labels @ self.label_terms.T).tocsr(),
             pairs=hashed_each(*pair_keys(ids, row), n),
             pair_counts=np.array([len(word_pairs(w)) for w in words], np.float32),
-            triples=hashed_each(*triple_keys(ids, row), n, TRIPLES),
-            triple_counts=np.array([len(word_triples(w)) for w in words], np.float32),
+            triples=hashed_each(*triple_keys(ids, row), n, TRIPLES) if triples else none,
+            triple_counts=np.array([len(word_triples(w)) for w in words] if triples else [0] * n, np.float32),
             figures=hashed_each(values, value_row, n, FIGURES),
             figure_counts=np.array([len(f) for f in stated], np.float32),
             years=np.array([mask_of(y) for y in years], np.uint64),
+            **(passage_words(said, words, ids, row, left_out) if "passage" in features else no_passage(n)),
         )
 
     def features(self, questions: Sequence[str] | Asked) -> dict[str, np.ndarray]:
@@ -192,6 +215,10 @@ class PageEvidence:
         out = {name: held / np.maximum(keyed[name][1], 1)[:, None] for name, held in zip(looked_up, found, strict=True)}
         if "row_years" in names:
             out["row_years"] = self.row_years(asked, docs)
+        if "passage" in names:
+            out["passage"] = (
+                self.blocks.best_passage(docs, asked.passage_words) / np.maximum(asked.passage_counts, 1)[:, None]
+            )
         return out
 
     def row_years(self, asked: Asked, docs: np.ndarray) -> np.ndarray:
@@ -250,6 +277,34 @@ class PageEvidence:
         np.maximum.at(mass, at, self.label_mass[label])  # a context's largest label the question names whole
         rows, cols = np.divmod(cells, self.n_docs)
         return sparse.csr_matrix((mass, (rows, cols)), shape=(n, self.n_docs))
+
+
+def passage_words(
+    said: list[list[str]],
+    words: list[list[str]],
+    ids: np.ndarray,
+    row: np.ndarray,
+    left_out: Sequence[frozenset[str]] | None,
+) -> dict[str, list[np.ndarray] | np.ndarray]:
+    """`Asked`'s passage fields: per question, the distinct ids of its known stemmed words (`words`, with their
+    `ids` and `row` flat) but those whose word as said is `left_out`, and how many distinct such words it has."""
+    left_out = left_out or [frozenset()] * len(said)
+    kept = np.fromiter((w not in out for ws, out in zip(said, left_out, strict=True) for w in ws), bool, len(ids))
+    distinct = [len({s for s, w in zip(ss, ws, strict=True) if w not in out})
+                for ss, ws, out in zip(words, said, left_out, strict=True)]  # fmt: skip
+    known = kept & (ids >= 0)
+    cells = np.unique(row[known] * (int(ids.max(initial=0)) + 1) + ids[known])
+    rows, word = np.divmod(cells, int(ids.max(initial=0)) + 1)
+    bounds = np.searchsorted(rows, np.arange(len(said) + 1))
+    return {
+        "passage_words": [word[a:b] for a, b in itertools.pairwise(bounds.tolist())],
+        "passage_counts": np.array(distinct, np.float32),
+    }
+
+
+def no_passage(n: int) -> dict[str, list[np.ndarray] | np.ndarray]:
+    """`Asked`'s passage fields when `passage` is not read."""
+    return {"passage_words": [np.zeros(0, np.int64)] * n, "passage_counts": np.zeros(n, np.float32)}
 
 
 def line_item_best(mass: sparse.spmatrix) -> np.ndarray:

@@ -267,3 +267,91 @@ class RowWordCounts:
         """The counts of consecutive pieces of one corpus, in corpus order."""
         ids, doc_freq = merge_doc_freqs([(p.words, p.doc_freq) for p in parts])
         return cls(tuple(ids), doc_freq, sum(p.n_docs for p in parts))
+
+
+#: Content words per block of a context's text: a passage is two adjacent blocks (`WordBlocks`).
+BLOCK_WORDS = 12
+#: Blocks a context's words are placed in (later words fall in the last).
+MAX_BLOCKS = 1 << 16
+
+
+def word_blocks(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A context's distinct word ids (sorted) and the sorted blocks each is in, as one array of every word's blocks
+    in turn (`ids`: its word ids in reading order, -1 for none): (words, blocks, each word's end in blocks)."""
+    block = np.minimum(np.arange(len(ids)) // BLOCK_WORDS, MAX_BLOCKS - 1)
+    known = ids >= 0
+    cells = np.unique((ids[known] << 16) | block[known])
+    words, ends = np.unique(cells >> 16, return_counts=True)
+    return words, (cells & 0xFFFF).astype(np.uint16), np.cumsum(ends)
+
+
+class WordBlocks:
+    """Per context, where its words are: its distinct word ids (int32, sorted) with the end of each one's blocks
+    (int32, within the context's), and the blocks (uint16, BLOCK_WORDS consecutive content words each) each word is
+    in: about 10 bytes per distinct word, all in flat arrays with each context's spans. Scored only for the
+    candidates a first stage chose: a question's word is found in a candidate by one binary search."""
+
+    def __init__(self, per_document: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+        """`per_document`: each context's `word_blocks`."""
+        n_words = np.array([len(w) for w, _, _ in per_document], np.int64)
+        n_blocks = np.array([len(b) for _, b, _ in per_document], np.int64)
+        self.words = np.concatenate([w for w, _, _ in per_document] or [np.zeros(0)]).astype(np.int32)
+        self.word_ends = np.concatenate([e for _, _, e in per_document] or [np.zeros(0)]).astype(np.int32)
+        self.blocks = np.concatenate([b for _, b, _ in per_document] or [np.zeros(0)]).astype(np.uint16)
+        self.word_starts = np.concatenate([[0], np.cumsum(n_words)])  # context d's words: [word_starts[d], [d + 1])
+        self.block_starts = np.concatenate([[0], np.cumsum(n_blocks)])
+        self.longest = int(n_words.max()) if len(n_words) else 0
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.words, self.word_ends, self.blocks, self.word_starts, self.block_starts)
+        return sum(a.nbytes for a in arrays)
+
+    def best_passage(self, docs: np.ndarray, words: Sequence[np.ndarray]) -> np.ndarray:
+        """(questions x candidates) float32: for each candidate context (`docs`, positions), the largest number of
+        a question's distinct words (`words`: each question's distinct word ids) that one passage (two adjacent
+        blocks) holds."""
+        q_count, width = docs.shape
+        out = np.zeros(docs.shape, np.float32)
+        counts = np.array([len(w) for w in words], np.int64)
+        if not counts.sum() or not len(self.words):
+            return out
+        question = np.repeat(np.arange(q_count), counts)
+        slot = np.arange(len(question)) - np.repeat(
+            np.cumsum(counts) - counts, counts
+        )  # a word's place in its question
+        # Every (question, candidate, word) probe: where the candidate's blocks of that word are.
+        pair = (question[:, None] * width + np.arange(width)[None, :]).ravel()
+        doc = docs[question].ravel()
+        word = np.repeat(np.concatenate(words), width)
+        at, end = self._search(doc, word)
+        hit = (at < end) & (self.words[np.minimum(at, len(self.words) - 1)] == word)
+        at, doc, pair, slot = at[hit], doc[hit], pair[hit], np.repeat(slot, width)[hit]
+        local = at - self.word_starts[doc]
+        first = self.block_starts[doc] + np.where(local > 0, self.word_ends[np.maximum(at - 1, 0)], 0)
+        found = self.block_starts[doc] + self.word_ends[at] - first
+        # Each occurrence (probe, block) counts for the passages starting at its block and at the one before.
+        offsets = np.arange(found.sum()) - np.repeat(np.cumsum(found) - found, found)
+        block = self.blocks[np.repeat(first, found) + offsets].astype(np.int64)
+        pair, slot = np.repeat(pair, found), np.repeat(slot, found)
+        bits = int(counts.max()).bit_length()  # of a word's place in its question
+        cells = np.concatenate([(pair << (16 + bits)) | (block << bits) | slot,
+                                (pair << (16 + bits)) | (np.maximum(block - 1, 0) << bits) | slot])  # fmt: skip
+        cells.sort()
+        cells = cells[np.concatenate([[True], cells[1:] != cells[:-1]])]  # each word once per (pair, passage)
+        passage = cells >> bits
+        first_word = np.flatnonzero(np.concatenate([[True], passage[1:] != passage[:-1]]))
+        held = np.diff(np.append(first_word, len(cells)))  # distinct words per (pair, passage)
+        np.maximum.at(out.reshape(-1), passage[first_word] >> 16, held.astype(np.float32))
+        return out
+
+    def _search(self, doc: np.ndarray, word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first position in each context's words (`doc`) not below `word` (branch-free), and the span's end."""
+        position, end = self.word_starts[doc], self.word_starts[doc + 1]
+        step = 1 << max(self.longest, 1).bit_length()
+        last = max(len(self.words) - 1, 0)
+        while step:
+            ahead = position + step
+            position += step * ((ahead <= end) & (self.words[np.minimum(ahead - 1, last)] < word))
+            step >>= 1
+        return position, end

@@ -24,10 +24,11 @@ def test_scaled_list_min_max_within_each_list() -> None:
 
 @pytest.mark.parametrize("name", ["bm25_meta", "bm25_page", "bm25_focus"])
 def test_search_is_the_weighted_sum_in_blocks_of_any_size(monkeypatch, name) -> None:
-    """With every context a candidate, the search is the top of the weighted sum of the components (then, for a
-    method that prefers held pages, such pages moved above their holders)."""
+    """With every context a candidate of every stage, the search is the top of the weighted sum of the components
+    (then, for a method that prefers held pages, such pages moved above their holders)."""
     questions = load_questions(None)
     corpus = build_corpora(questions)["TAT-DQA"]
+    monkeypatch.setattr(fused, "PASSAGE_DEPTH", len(corpus))
     texts = questions.subset("TAT-DQA").table.column("question").to_pylist()[:300]
     retriever = build_retriever(name, RetrievalConfig.model_validate({"fusion": {"candidates": len(corpus)}}))
     retriever.index(corpus)
@@ -90,10 +91,10 @@ def _gold_in_top3(retriever, corpus, rows) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", ["bm25_page", "bm25_focus"])
-def test_the_candidate_stage_drops_no_gold_the_full_scoring_ranks_in_the_top_3(dev_sample, name) -> None:
-    """Every dev question whose gold context the unrestricted search (every context scored by every component)
-    ranks in the top 3 keeps it there with the shipped number of candidates; with 2 candidates some would not, so
-    this check can fail."""
+def test_the_candidate_stage_drops_no_gold_the_full_scoring_ranks_in_the_top_3(monkeypatch, dev_sample, name) -> None:
+    """Every dev question whose gold context the unrestricted search (every context scored by every component, the
+    third stage's too) ranks in the top 3 keeps it there with the shipped number of candidates and passage depth;
+    with 2 candidates some would not, so this check can fail."""
     questions, corpora = dev_sample
     for subset, corpus in corpora.items():
         rows = questions.subset(subset).scored()
@@ -105,7 +106,9 @@ def test_the_candidate_stage_drops_no_gold_the_full_scoring_ranks_in_the_top_3(d
         )
         shipped.index(corpus)
         narrow.index(corpus)
-        expected = _gold_in_top3(full, corpus, rows)
+        with monkeypatch.context() as every:
+            every.setattr(fused, "PASSAGE_DEPTH", len(corpus))
+            expected = _gold_in_top3(full, corpus, rows)
         assert expected.mean() > 0.95
         assert not (expected & ~_gold_in_top3(shipped, corpus, rows)).any(), subset
         assert (expected & ~_gold_in_top3(narrow, corpus, rows)).any(), subset
@@ -140,3 +143,33 @@ def test_fewer_candidates_than_results_still_return_every_result(dev_sample, nam
     retriever.index(corpus)
     hits = retriever.search(questions.subset("TAT-DQA").table.column("question").to_pylist()[:50], 3, depth=10)
     assert hits.indices.shape == (50, 10) and (hits.indices >= 0).all() and np.isfinite(hits.scores).all()
+
+
+def test_passage_is_added_to_the_second_stages_best_alone(dev_sample) -> None:
+    """bm25_focus's third stage: against the same weights without `passage`, a context's score rises by the
+    weighted passage share where the second stage ranked it among the best PASSAGE_DEPTH, and not at all below."""
+    questions, corpora = dev_sample
+    corpus = corpora["TAT-DQA"]
+    texts = questions.subset("TAT-DQA").table.column("question").to_pylist()[:200]
+    shipped = build_retriever("bm25_focus", RetrievalConfig())
+    weights = shipped.weights.model_copy(update={"passage": 0.0})
+    second = build_retriever(
+        "bm25_focus", RetrievalConfig.model_validate({"fusion": {"weights": {"bm25_focus": weights.model_dump()}}})
+    )
+    shipped.index(corpus)
+    second.index(corpus)
+    shipped.contained = second.contained = None  # no held page moved: the scores as the stages sum them
+    depth = fused.PASSAGE_DEPTH + 5
+    before, after = second.search(texts, 3, depth), shipped.search(texts, 3, depth)
+    passage = shipped.page.candidate_features(shipped.read(texts).asked, before.indices, ("passage",))["passage"]
+    raised = moved = 0
+    for q in range(len(texts)):
+        now = dict(zip(after.indices[q].tolist(), after.scores[q].tolist(), strict=True))
+        for rank, (doc, score) in enumerate(zip(before.indices[q], before.scores[q], strict=True)):
+            if doc not in now:
+                continue
+            added = shipped.weights.passage * float(passage[q, rank]) if rank < fused.PASSAGE_DEPTH else 0.0
+            assert now[doc] == pytest.approx(score + added, abs=1e-9)
+            raised += added > 0
+        moved += list(before.indices[q, :3]) != list(after.indices[q, :3])
+    assert raised > 500 and moved > 0

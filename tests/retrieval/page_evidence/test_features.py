@@ -12,7 +12,7 @@ from t2rag.data import build_corpora, load_questions
 from t2rag.metrics.retrieval import gold_ranks, mrr_at_k, recall_at_k
 from t2rag.retrieval.config import RetrievalConfig, build_retriever
 from t2rag.retrieval.page_evidence.features import PageEvidence
-from t2rag.retrieval.page_evidence.keys import TRIPLES, KeySets, hashed
+from t2rag.retrieval.page_evidence.keys import BLOCK_WORDS, TRIPLES, KeySets, hashed
 from t2rag.retrieval.page_evidence.tables import labelled_rows, row_labels
 from t2rag.retrieval.page_evidence.words import content_words, figures, phrase_words, stem, word_pairs, word_triples
 from t2rag.retrieval.years import year_mask
@@ -219,3 +219,50 @@ def test_a_question_naming_no_year_gets_no_row_years_beside_questions_that_name_
         beside = retriever.search(asked, 3)
         np.testing.assert_array_equal(beside.indices[undated], alone.indices)
         np.testing.assert_array_equal(beside.scores[undated], alone.scores)
+
+
+def _best_passage(question_words: set[str], page_words: list[str]) -> float:
+    """The direct count: the most of the question's words that any 24 consecutive content words starting at a
+    multiple of 12 hold, over the question's words."""
+    starts = range(0, max(len(page_words), 1), BLOCK_WORDS)
+    best = max(len(question_words & set(page_words[s : s + 2 * BLOCK_WORDS])) for s in starts)
+    return best / (len(question_words) or 1)
+
+
+def test_passage_equals_a_direct_count_with_the_company_left_out(sample) -> None:
+    """On real TAT-DQA questions against every context: the share of a question's words (its company's name left
+    out, as bm25_focus reads it) that one passage holds."""
+    questions, corpora = sample
+    corpus = corpora["TAT-DQA"]
+    asked = questions.subset("TAT-DQA").table.column("question").to_pylist()[:30]
+    retriever = build_retriever("bm25_focus", RetrievalConfig())
+    retriever.index(corpus)
+    reading = retriever.read(asked)
+    assert any(reading.left_out)  # the questions name their companies
+    every = np.broadcast_to(np.arange(len(corpus.texts)), (len(asked), len(corpus.texts)))
+    got = retriever.page.candidate_features(reading.asked, every, ("passage",))["passage"]
+    pages = [phrase_words(t) for t in corpus.texts]
+    for q, question in enumerate(asked):
+        words = {stem(w) for w in content_words(question) if w not in reading.left_out[q]}
+        expected = [_best_passage(words, page) for page in pages]
+        np.testing.assert_allclose(got[q], expected, atol=1e-6)
+    assert (got == 1).any() and (got < 1).any()
+
+
+def test_a_passage_spans_two_adjacent_blocks_and_no_more() -> None:
+    """Words 12 content words apart share a passage; words in blocks two apart do not; a company's words left out
+    count for nothing."""
+    filler = [f"filler{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(60)]
+
+    def page(at: dict[int, str]) -> str:
+        return " ".join(at.get(i, w) for i, w in enumerate(filler))
+
+    texts = [page({11: "intake", 12: "backlog"}), page({0: "intake", 30: "backlog"}), page({5: "intake"})]
+    evidence = PageEvidence(texts)
+    question = "What was the Acme order intake and backlog?"
+    asked = evidence.asked([question], left_out=[frozenset({"acme"})])
+    docs = np.array([[0, 1, 2]])
+    got = evidence.candidate_features(asked, docs, ("passage",))["passage"][0]
+    # Three words read ("order", "intake", "backlog"): "order" is on no page.
+    np.testing.assert_allclose(got, [2 / 3, 1 / 3, 1 / 3])
+    assert evidence.candidate_features(evidence.asked([question]), docs, ("passage",))["passage"][0, 0] == 0.5
