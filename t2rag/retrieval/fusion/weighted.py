@@ -109,7 +109,8 @@ class FusedMethod:
     prefer_held: bool = False
 
 
-#: bm25_focus's page features: runs of three words added nothing once `passage` reads where the words stand.
+#: bm25_focus's page features: runs of three words and the share of row-label words weighed next to nothing once
+#: `passage` read where the question's words stand (refitted with both, 2026-12-06), and leaving them out paid for it.
 FOCUS_PAGE_FEATURES: tuple[str, ...] = tuple(f for f in PAGE_FEATURES if f not in ("triples", "row_words"))
 
 #: The fused retrievers, in the order `t2rag fit-fusion` fits and reports them.

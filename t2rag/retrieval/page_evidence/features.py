@@ -293,8 +293,8 @@ def passage_words(
     distinct = [len({s for s, w in zip(ss, ws, strict=True) if w not in out})
                 for ss, ws, out in zip(words, said, left_out, strict=True)]  # fmt: skip
     known = kept & (ids >= 0)
-    cells = np.unique(row[known] * (int(ids.max(initial=0)) + 1) + ids[known])
-    rows, word = np.divmod(cells, int(ids.max(initial=0)) + 1)
+    span = int(ids.max(initial=0)) + 1
+    rows, word = np.divmod(np.unique(row[known] * span + ids[known]), span)
     bounds = np.searchsorted(rows, np.arange(len(said) + 1))
     return {
         "passage_words": [word[a:b] for a, b in itertools.pairwise(bounds.tolist())],

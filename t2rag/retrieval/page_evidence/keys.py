@@ -1,6 +1,6 @@
 """The compact sets page evidence looks terms up in: word ids, 64-bit keys of word pairs, runs of three words and
-figures hashed to 32 bits, per-context key sets with Bloom filters (`KeySets`), and sparse term incidences with idf
-(`TermSets`) over the row labels' words."""
+figures hashed to 32 bits, per-context key sets with Bloom filters (`KeySets`), sparse term incidences with idf
+(`TermSets`) over the row labels' words, and where each context's words stand (`WordBlocks`)."""
 
 from __future__ import annotations
 
@@ -94,6 +94,20 @@ def hashed_each(keys: np.ndarray, row: np.ndarray, rows: int, kind: int = PAIRS)
 FILTER_BITS = 8
 
 
+def first_not_below(
+    values: np.ndarray, start: np.ndarray, end: np.ndarray, sought: np.ndarray, longest: int
+) -> np.ndarray:
+    """For each sought value, the first position in its span values[start:end] (sorted within the span) whose value
+    is not below it: a branch-free binary search of every span at once, one step per power of two below `longest`
+    (the longest span); after each step, every value before the position in the span is below the sought one."""
+    position, last, step = start.copy(), max(len(values) - 1, 0), 1 << max(longest, 1).bit_length()
+    while step:
+        ahead = position + step
+        position += step * ((ahead <= end) & (values[np.minimum(ahead - 1, last)] < sought))
+        step >>= 1
+    return position
+
+
 class KeySets:
     """Per context, a sorted set of 32-bit term hashes (word pairs, triples or figures), all in one array with each
     context's span, and a one-hash Bloom filter per context (FILTER_BITS bits per key): 5 bytes per (context, term),
@@ -168,22 +182,16 @@ class KeySets:
         flat, asker = flat[kept], asker[kept]
         if not len(flat) or not len(self.keys):
             return counts
-        spread, last, longest = self._spread(flat), len(self.keys) - 1, 1 << self.longest.bit_length()
+        spread = self._spread(flat)
         question = asker % q_count
         for c in range(width):  # one candidate rank at a time: every question's keys, arrays that stay in cache
             doc = docs[question, c]
             word, bit = self._slot(doc, spread)
             passed = np.flatnonzero((self.filter[word] >> bit) & np.uint64(1))
             doc, key, who = doc[passed], flat[passed], asker[passed]
-            # A branch-free binary search in each context's span (one step per power of two below the longest
-            # span): after each step, every key before `position` in the span is below the looked-up one.
             position, end = self.starts[doc], self.starts[doc + 1]
-            step = longest
-            while step:
-                ahead = position + step
-                position += step * ((ahead <= end) & (self.keys[np.minimum(ahead - 1, last)] < key))
-                step >>= 1
-            hit = (position < end) & (self.keys[np.minimum(position, last)] == key)
+            position = first_not_below(self.keys, position, end, key, self.longest)
+            hit = (position < end) & (self.keys[np.minimum(position, len(self.keys) - 1)] == key)
             counts[:, :, c] = np.bincount(who[hit], minlength=len(asks) * q_count).reshape(len(asks), q_count)
         return counts
 
@@ -275,7 +283,7 @@ BLOCK_WORDS = 12
 MAX_BLOCKS = 1 << 16
 
 
-def word_blocks(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def word_blocks(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A context's distinct word ids (sorted) and the sorted blocks each is in, as one array of every word's blocks
     in turn (`ids`: its word ids in reading order, -1 for none): (words, blocks, each word's end in blocks)."""
     block = np.minimum(np.arange(len(ids)) // BLOCK_WORDS, MAX_BLOCKS - 1)
@@ -288,8 +296,8 @@ def word_blocks(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class WordBlocks:
     """Per context, where its words are: its distinct word ids (int32, sorted) with the end of each one's blocks
     (int32, within the context's), and the blocks (uint16, BLOCK_WORDS consecutive content words each) each word is
-    in: about 10 bytes per distinct word, all in flat arrays with each context's spans. Scored only for the
-    candidates a first stage chose: a question's word is found in a candidate by one binary search."""
+    in: about 10 bytes per distinct word, all in flat arrays with each context's spans. Scored only for a few
+    candidates of a search's last stage: a question's word is found in a candidate by one binary search."""
 
     def __init__(self, per_document: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]):
         """`per_document`: each context's `word_blocks`."""
@@ -317,14 +325,14 @@ class WordBlocks:
         if not counts.sum() or not len(self.words):
             return out
         question = np.repeat(np.arange(q_count), counts)
-        slot = np.arange(len(question)) - np.repeat(
-            np.cumsum(counts) - counts, counts
-        )  # a word's place in its question
+        # Each word's place in its question.
+        slot = np.arange(len(question)) - np.repeat(np.cumsum(counts) - counts, counts)
         # Every (question, candidate, word) probe: where the candidate's blocks of that word are.
         pair = (question[:, None] * width + np.arange(width)[None, :]).ravel()
         doc = docs[question].ravel()
         word = np.repeat(np.concatenate(words), width)
-        at, end = self._search(doc, word)
+        start, end = self.word_starts[doc], self.word_starts[doc + 1]
+        at = first_not_below(self.words, start, end, word, self.longest)
         hit = (at < end) & (self.words[np.minimum(at, len(self.words) - 1)] == word)
         at, doc, pair, slot = at[hit], doc[hit], pair[hit], np.repeat(slot, width)[hit]
         local = at - self.word_starts[doc]
@@ -344,14 +352,3 @@ class WordBlocks:
         held = np.diff(np.append(first_word, len(cells)))  # distinct words per (pair, passage)
         np.maximum.at(out.reshape(-1), passage[first_word] >> 16, held.astype(np.float32))
         return out
-
-    def _search(self, doc: np.ndarray, word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The first position in each context's words (`doc`) not below `word` (branch-free), and the span's end."""
-        position, end = self.word_starts[doc], self.word_starts[doc + 1]
-        step = 1 << max(self.longest, 1).bit_length()
-        last = max(len(self.words) - 1, 0)
-        while step:
-            ahead = position + step
-            position += step * ((ahead <= end) & (self.words[np.minimum(ahead - 1, last)] < word))
-            step >>= 1
-        return position, end
