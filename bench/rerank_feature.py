@@ -11,7 +11,7 @@ question side reads only the question's text.
 
 Features:
 - `dense`: the best cosine between the question and the page's chunks (the repository's chunking and embedder,
-  all-MiniLM-L6-v2 unless `--embedder`); about 15 minutes on 2 cores with the dev + test corpus.
+  all-MiniLM-L6-v2 unless `--embedder`); about 14 minutes on 2 cores with the dev + test corpus.
 - `quarter`: the share of the (quarter, year) pairs the question names ("Q4 2019", "the fourth quarter of 2019"; a
   quarter without a year takes each year the question names) that the page names as a quarter and year.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.compute as pc
@@ -29,6 +30,9 @@ from t2rag.data import Corpus, build_corpora, load_questions
 from t2rag.data.distractors import extend, load_distractors
 from t2rag.retrieval.years import years_named
 from t2rag.run_folder.files import read_records
+
+if TYPE_CHECKING:
+    from t2rag.retrieval.dense.embedder import Embedder
 
 ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4}
 QUARTER = re.compile(
@@ -67,19 +71,18 @@ def quarter_feature(corpus: Corpus) -> Callable[[str, list[str]], np.ndarray]:
     return score
 
 
-def dense_feature(corpus: Corpus, model: str) -> Callable[[str, list[str]], np.ndarray]:
+def dense_feature(corpus: Corpus, embedder: Embedder, questions: list[str]) -> Callable[[str, list[str]], np.ndarray]:
     from t2rag.retrieval.dense.chunked import chunk_corpus
     from t2rag.retrieval.dense.chunking import ChunkingConfig
-    from t2rag.retrieval.dense.embedder import Embedder, EmbedderConfig
 
-    embedder = Embedder(EmbedderConfig(model=model))
     chunks, doc = chunk_corpus(corpus, embedder.config, ChunkingConfig())
     vectors = embedder.embed_passages(chunks.texts)
     order = np.argsort(doc, kind="stable")
     starts = np.searchsorted(doc[order], np.arange(len(corpus) + 1))
+    asked = dict(zip(questions, embedder.embed_queries(questions), strict=True))
 
     def score(question: str, ids: list[str]) -> np.ndarray:
-        q = embedder.embed_queries([question])[0]
+        q = asked[question]
         best = []
         for i in ids:
             p = corpus.positions[i]
@@ -104,11 +107,15 @@ def main() -> None:
     if args.distractors:
         distractors = load_distractors(args.distractors)
         corpora = {name: extend(corpus, distractors) for name, corpus in corpora.items()}
-    features = {
-        name: dense_feature(corpus, args.embedder) if args.feature == "dense" else quarter_feature(corpus)
-        for name, corpus in corpora.items()
-    }
     table = questions.table
+    if args.feature == "dense":
+        from t2rag.retrieval.dense.embedder import Embedder, EmbedderConfig
+
+        embedder = Embedder(EmbedderConfig(model=args.embedder))
+        texts = sorted(set(table.column("question").to_pylist()))
+        features = {name: dense_feature(corpus, embedder, texts) for name, corpus in corpora.items()}
+    else:
+        features = {name: quarter_feature(corpus) for name, corpus in corpora.items()}
     ids = table.column("id").to_pylist()
     text_of = dict(zip(ids, table.column("question").to_pylist(), strict=True))
     gold_of = dict(zip(ids, table.column("context_id").to_pylist(), strict=True))
