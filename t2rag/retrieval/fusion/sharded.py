@@ -31,6 +31,7 @@ from t2rag.retrieval.contained_pages import DEPTH, ContainedPages, ReportPages
 from t2rag.retrieval.fusion.weighted import (
     BYTES_PER_SCORE,
     FUSION_BYTES,
+    THIRD_STAGE,
     FirstStage,
     FusedRetriever,
     FusionWeights,
@@ -174,8 +175,8 @@ def merge_candidates(
     order = np.lexsort((positions, -first), axis=-1)[:, :width]
     chosen, first = np.take_along_axis(positions, order, axis=1), np.take_along_axis(first, order, axis=1)
     scores = first + np.take_along_axis(second, order, axis=1)
-    chosen_features = {f: np.take_along_axis(v, order, axis=1) for f, v in features.items()}
-    scores = retriever.third_stage(None, chosen, scores, chosen_features)
+    third = {f: np.take_along_axis(v, order, axis=1) for f, v in features.items() if f in THIRD_STAGE}
+    scores = retriever.third_stage(None, chosen, scores, third)
     bound = np.max([p.bound(retriever.weights, best_lexical, best_item) for p in parts], axis=0)
     certified = first[:, -1] > bound if width else np.ones(len(first), bool)
     ranked = np.lexsort((chosen, -scores), axis=-1)[:, : min(n, width)]

@@ -316,8 +316,7 @@ class FusedRetriever(IndexedMixin, Retriever):
     def second_stage(self, asked: Asked | None, docs: np.ndarray) -> np.ndarray:
         """The weighted candidate features of the documents `docs` ((questions x candidates) positions), the third
         stage's too (0 when no candidate feature is weighted)."""
-        features = self.second_stage_features(asked, docs)
-        return self.weighted_second_stage(features, docs.shape) + self.weighted_third_stage(features, docs.shape)
+        return self._weighted(self.second_stage_features(asked, docs), docs.shape)
 
     def second_stage_features(self, asked: Asked | None, docs: np.ndarray, third: bool = True) -> dict[str, np.ndarray]:
         """Each weighted candidate feature of the documents `docs` ((questions x candidates) positions), those of
