@@ -217,6 +217,8 @@ YARDSTICK_COLUMNS = (
     ("with a gold program", "program_scored"),
     ("EM scored", "em_scored"),
     *((f"{kind} errors", key) for kind, key in ERROR_COUNTS.items()),
+    ("% undecided", "percent_undecided"),
+    ("EM if %", "em_if_percent"),
 )
 
 
@@ -275,7 +277,11 @@ def yardstick_note(scorecards: dict[str, dict]) -> str:
         "is the gold program's computation, arguments read as symbols), only over the answers whose question has a "
         "gold program (the count beside it; none where the source has no `program` column). scale / sign / "
         "scale_sign errors: EM misses that a power of ten, a sign, or both would mend (TAT-QA's Table 6 kinds a "
-        "record can tell), which Number Match forgives.\n"
+        "record can tell), which Number Match forgives. TAT-DQA's release dropped TAT-QA's scale column: a gold "
+        "that is a bare number is read in percent points where its question asks for a percentage "
+        "(t2rag.metrics.percent_rule), as TAT-QA's scale would; % undecided counts the answers whose question the "
+        "rule cannot read (scored with the gold as written), and EM if % is EM with those read in percent points "
+        "(empty: none).\n"
     )
     missing = [m for m, s in scorecards.items() if "number_match" in s["weighted"] and "em" not in s["weighted"]]
     if missing:

@@ -209,7 +209,8 @@ def prediction_records(
             ]
             yardsticks = answer_scores(values, [p.formula for p in predicted], columns["reference"],
                                        rows.column("original_answer").to_pylist(),
-                                       rows.column("program").to_pylist())  # fmt: skip
+                                       rows.column("program").to_pylist(), rows.column("question").to_pylist(),
+                                       columns["subset"])  # fmt: skip
             columns.update({name: array.to_pylist() for name, array in yardsticks.items()})
         if preds.context_ids is not None:
             ranks = gold_ranks(preds.context_ids, rows.column("context_id").to_pylist())

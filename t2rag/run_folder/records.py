@@ -22,6 +22,8 @@ that fills each is in t2rag.stages):
 | outcome | string | parse_answers | why the answer is right or wrong (t2rag.run_folder.outcomes; null: not answered) |
 | em, f1 | float64 | parse_answers | TAT-QA's Exact Match (0/1) and F1 against `original_answer` (null: none) |
 | em_error | string | parse_answers | scale, sign or scale_sign: what mends an EM miss (t2rag.metrics.tatqa) |
+| percent_reading | string | parse_answers | percent, plain, undecided: how a bare TAT-DQA gold is read (percent_rule) |
+| em_if_percent | float64 | parse_answers | EM with that gold read in percent points, where the reading is undecided |
 | exe_acc, program_acc | bool | parse_answers | FinQA's execution and program accuracy (null: no gold program) |
 | corpus | string | route | the corpus a routed method searched: a subset's, several joined by +, or pooled |
 | routed_subsets | list<string> | route | the router's ranking of the loaded subsets (null: not routed) |
@@ -66,6 +68,8 @@ RECORD_SCHEMA = pa.schema(
         pa.field("em", pa.float64()),
         pa.field("f1", pa.float64()),
         pa.field("em_error", pa.string()),
+        pa.field("percent_reading", pa.string()),
+        pa.field("em_if_percent", pa.float64()),
         pa.field("exe_acc", pa.bool_()),
         pa.field("program_acc", pa.bool_()),
         pa.field("corpus", pa.string()),
@@ -93,8 +97,8 @@ def to_records(batch: pa.Table) -> pa.Table:
 
 
 #: What the shared answering tail (`generate`, `parse_answers`) needs besides the record columns: the requests,
-#: the table text the parser evaluates formulas against, the gold answer as written (EM and F1) and the gold
-#: program (program accuracy).
+#: the table text the parser evaluates formulas against, the gold answer as written (EM and F1), the gold program
+#: (program accuracy) and the question (the percent rule of EM).
 ANSWER_INPUT_SCHEMA = pa.schema(
     [
         *RECORD_SCHEMA,
@@ -103,6 +107,7 @@ ANSWER_INPUT_SCHEMA = pa.schema(
         pa.field("table_text", pa.string()),
         pa.field("original_answer", pa.string()),
         pa.field("program", pa.string()),
+        pa.field("question", pa.string()),
     ]
 )
 

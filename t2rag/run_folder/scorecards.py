@@ -48,10 +48,12 @@ RATES: dict[str, str] = {**ANSWER_RATES, "routing_acc": "routed"}
 FAMILY_RATES: tuple[str, ...] = tuple(rate for rate in RATES if rate != "number_match")
 #: The EM misses a change of scale or sign would mend (t2rag.metrics.tatqa), counted per subset.
 ERROR_COUNTS: dict[str, str] = {"scale": "scale_errors", "sign": "sign_errors", "scale_sign": "scale_sign_errors"}
-#: Counts that add up over subsets rather than average.
-SUMMED = ("non_numeric_references", *ERROR_COUNTS.values())
-#: The count each averaged metric is weighted by over subsets (retrieval metrics: `retrieved`).
-WEIGHTS: dict[str, str] = {**RATES, "f1": "em_scored", "routing_ndcg3": "routed"}
+#: Counts that add up over subsets rather than average; `percent_undecided` counts the EM-scored answers whose
+#: question the percent rule could not read (t2rag.metrics.percent_rule), shown only where there are any.
+SUMMED = ("non_numeric_references", *ERROR_COUNTS.values(), "percent_undecided")
+#: The count each averaged metric is weighted by over subsets (retrieval metrics: `retrieved`); `em_if_percent` is
+#: EM with the undecided golds read in percent points.
+WEIGHTS: dict[str, str] = {**RATES, "f1": "em_scored", "em_if_percent": "em_scored", "routing_ndcg3": "routed"}
 
 
 def interval_key(rate: str) -> str:
@@ -88,6 +90,8 @@ class SubsetTotals:
     f1_sum: float = 0.0  # over the EM-scored answers
     routing_ndcg_sum: float = 0.0  # over the routed questions
     errors: dict[str, int] = field(default_factory=dict)  # EM misses per kind of ERROR_COUNTS
+    percent_undecided: int = 0  # EM-scored answers whose gold's percent reading is undecided
+    em_if_percent_hits: int = 0  # EM hits with those golds read in percent points
 
     def successes(self, rate: str) -> int:
         return self.matched if rate == "number_match" else self.hits.get(rate, 0)
@@ -114,6 +118,9 @@ class SubsetTotals:
             if self.scored("em"):
                 out["f1"] = _pct(self.f1_sum, self.scored("em"))
                 out.update({key: self.errors.get(kind, 0) for kind, key in ERROR_COUNTS.items()})
+                if self.percent_undecided:
+                    out["percent_undecided"] = self.percent_undecided
+                    out["em_if_percent"] = _pct(self.em_if_percent_hits, self.scored("em"))
         self._rate(out, "routing_acc")
         if self.scored("routing_acc"):
             out["routing_ndcg3"] = _pct(self.routing_ndcg_sum, self.scored("routing_acc"))
@@ -134,6 +141,9 @@ def scorecard_from_totals(
         if rate in weighted:
             successes = sum(t.successes(rate) for t in totals.values())
             weighted[interval_key(rate)] = wilson_interval(successes, sum(t.scored(rate) for t in totals.values()))
+    if "percent_undecided" in weighted:  # a subset without undecided golds counts its EM as it is
+        hits = sum(t.em_if_percent_hits for t in totals.values())
+        weighted["em_if_percent"] = _pct(hits, sum(t.scored("em") for t in totals.values()))
     return drop_empty_groups({"subsets": per_subset, "weighted": weighted})
 
 
@@ -147,8 +157,8 @@ def weighted_average(per_subset: dict[str, dict]) -> dict[str, float | int]:
         if any(key in e for e in per_subset.values()):
             out[key] = sum(int(e.get(key, 0)) for e in per_subset.values())
     for metric in metrics:
-        if metric in out or metric.endswith("_ci95"):
-            continue  # intervals are not averages: scorecard_from_totals computes them from the pooled counts
+        if metric in out or metric.endswith("_ci95") or metric == "em_if_percent":
+            continue  # not averages of the subsets that have them: scorecard_from_totals pools their counts
         if metric in SUMMED:
             out[metric] = sum(int(e.get(metric, 0)) for e in per_subset.values())
             continue
@@ -178,8 +188,9 @@ def drop_empty_groups(scorecard: dict) -> dict:
 
 
 #: The record columns the metrics read.
-METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference", "em", "f1", "em_error", "exe_acc",
-                  "program_acc", "routing_acc", "routing_ndcg3"]  # fmt: skip
+METRIC_COLUMNS = ["method", "subset", "gold_rank", "number_match", "reference", "em", "f1", "em_error",
+                  "percent_reading", "em_if_percent", "exe_acc", "program_acc", "routing_acc",
+                  "routing_ndcg3"]  # fmt: skip
 
 
 def _numbers(values: pa.ChunkedArray) -> np.ndarray:
@@ -206,6 +217,9 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
     scored = {rate: _valid(table.column(rate)) & (generated if rate in ANSWER_RATES else True) for rate in FAMILY_RATES}
     right = {rate: _numbers(table.column(rate)) == 1 for rate in FAMILY_RATES}  # True (or EM's 1.0)
     errors = table.column("em_error").fill_null("").to_numpy(zero_copy_only=False)
+    undecided = scored["em"] & (table.column("percent_reading").fill_null("").to_numpy(zero_copy_only=False)
+                                == "undecided")  # fmt: skip
+    em_if_percent = np.where(undecided, _numbers(table.column("em_if_percent")), _numbers(table.column("em")))
     columns = {
         "method": table.column("method"),
         "subset": table.column("subset"),
@@ -218,6 +232,8 @@ def metric_values(table: pa.Table, retrieval_metrics: tuple[str, ...]) -> pa.Tab
         "f1_sum": np.where(scored["em"], _numbers(table.column("f1")), 0.0),
         "routing_ndcg_sum": np.where(scored["routing_acc"], _numbers(table.column("routing_ndcg3")), 0.0),
         **{f"error_{kind}": (scored["em"] & (errors == kind)).astype(np.int64) for kind in ERROR_COUNTS},
+        "percent_undecided": undecided.astype(np.int64),
+        "em_if_percent_hits": (scored["em"] & (em_if_percent == 1)).astype(np.int64),
     }
     for metric in retrieval_metrics:
         columns[metric] = np.where(retrieved, per_query(metric, ranks), 0.0)
@@ -257,6 +273,8 @@ def scorecards_of(records: pa.Table, retrieval_metrics: tuple[str, ...] = DEFAUL
             f1_sum=float(r["f1_sum_sum"]),
             routing_ndcg_sum=float(r["routing_ndcg_sum_sum"]),
             errors={kind: int(r[f"error_{kind}_sum"]) for kind in ERROR_COUNTS},
+            percent_undecided=int(r["percent_undecided_sum"]),
+            em_if_percent_hits=int(r["em_if_percent_hits_sum"]),
         )
     order = list(dict.fromkeys(records.column("method").to_pylist()))
     return {m: scorecard_from_totals(totals[m], retrieval_metrics) for m in order}

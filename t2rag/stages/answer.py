@@ -99,7 +99,8 @@ SCORE_TYPES: dict[str, pa.DataType] = {
 
 
 class ParseAnswers(Stage):
-    """`raw_output`, `table_text`, `reference`, `original_answer`, `program`, `method`, `gold_rank` -> `formula`,
+    """`raw_output`, `table_text`, `reference`, `original_answer`, `program`, `question`, `subset`, `method`,
+    `gold_rank` -> `formula`,
     `prediction_source`, `prediction`, `json_ok`, `formula_ok`, `number_match`, `reasoning_steps`, `outcome` (the
     answer module's policy, then Number Match and why it failed: t2rag.run_folder.outcomes), and the family's
     yardsticks `em`, `f1`, `em_error`, `exe_acc`, `program_acc` (t2rag.metrics.answers; EM and F1 null without
@@ -108,7 +109,7 @@ class ParseAnswers(Stage):
 
     name = "parse_answers"
     reads = ("raw_output",)
-    optional = ("table_text", "reference", "original_answer", "program", "method", "gold_rank")
+    optional = ("table_text", "reference", "original_answer", "program", "question", "subset", "method", "gold_rank")
     adds = pa.schema(SCORE_TYPES)
     stateful = False
 
@@ -130,7 +131,8 @@ class ParseAnswers(Stage):
         parsed = {name: pa.array(v, SCORE_TYPES[name]) for name, v in cols.items() if name != "outcome"}
         if scored:
             parsed.update(answer_scores(cols["prediction"], cols["formula"], references,
-                                        column(batch, "original_answer"), column(batch, "program")))  # fmt: skip
+                                        column(batch, "original_answer"), column(batch, "program"),
+                                        column(batch, "question"), column(batch, "subset")))  # fmt: skip
         else:
             parsed.update({name: pa.nulls(batch.num_rows, dtype) for name, dtype in ANSWER_SCORE_TYPES.items()})
         outcome = pa.nulls(batch.num_rows, pa.string())

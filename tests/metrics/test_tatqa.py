@@ -89,3 +89,84 @@ def test_any_finite_prediction_is_scored_without_raising(prediction):
         score = tatqa_score(prediction, None, original)
         assert score.em in (0.0, 1.0) and 0.0 <= score.f1 <= 1.0
     assert tatqa_score(prediction, None, repr(prediction)).em == 1.0  # a huge gold is still itself
+
+
+# The four defects of issue 89, each with its input; expected values from TAT-QA's definitions (section 4.2): a
+# number right only at its scale, sign kept, bag-of-words F1 with the gold's numbers required to match.
+# (original answer, predicted number, answer text, EM, F1)
+DEFECTS = [
+    # a number inside a span keeps its decimal point after a currency sign: 5.47 is not 54.7, so the bags share
+    # {decreased, million} but not the gold's number, and F1 is 0 by the numbers rule (before: EM 1, F1 1)
+    ("['Decreased $54.7 million']", None, "Decreased $5.47 million", 0, 0.0),
+    ("['Decreased $54.7 million']", None, "decreased $54.70 million", 1, 1.0),  # 54.70 is 54.7 at 2 decimals
+    ("['decreased $352 million']", None, "decreased $35.2 million", 0, 0.0),  # the real row's gold (10855)
+    # a text answer that is wholly a number is that number at its own scale (before: EM 0, F1 0)
+    ("['$12.8 million']", None, "$12.8 million", 1, 1.0),
+    ("['$12.8 million']", None, "12800000", 1, 1.0),
+    ("['$12.8 million']", None, "$12.8", 0, 0.0),  # 12.8 is not 12.8 million
+    ("['(1,212)']", None, "-1,212", 1, 1.0),  # the sign kept
+    # F1 of a text answer against a one-number gold is the bag's: {about, 0.67} against {0.67}: p 1/2, r 1/1,
+    # F1 2 * (1/2) * 1 / (3/2) = 2/3 (before: F1 = EM = 0)
+    ("['67%']", None, "about 67%", 0, 2 / 3),
+    ("['67%']", None, "about 68%", 0, 0.0),  # the gold's number absent
+    # a currency code is a currency: US$6 million is 6,000,000 (before: EM 0)
+    ("['US$6 million']", 6000000.0, None, 1, 1.0),
+    ("['US$6 million']", 6.0, None, 0, 0.0),
+    ("['US$15.9 million']", 15900000.0, None, 1, 1.0),  # the real row 11237
+    ("['RMB77 million']", 77000000.0, None, 1, 1.0),  # the real row 10399
+]
+
+
+@pytest.mark.parametrize(("original", "prediction", "text", "em", "f1"), DEFECTS)
+def test_each_defect_scores_as_tatqa_defines_it(original, prediction, text, em, f1):
+    score = tatqa_score(prediction, text, original)
+    assert (score.em, score.f1) == (em, pytest.approx(f1, abs=1e-4))
+
+
+def test_the_real_rows_of_the_defects_write_their_golds_so():
+    assert ORIGINAL["tatqa_dev_10855"] == "['decreased $352 million']"
+    assert ORIGINAL["tatqa_dev_11237"] == "['US$15.9 million']"
+    assert ORIGINAL["tatqa_dev_10399"] == "['RMB77 million']"
+
+
+# A bare-number gold with the percent rule's reading (t2rag.metrics.percent_rule), on real rows:
+# (question id, reading, predicted number, EM, error kind, EM with the gold read in percent points)
+PERCENT = [
+    # "What is the percentage change in order intake ...": 13.2 is 13.2%, so the fraction 0.132 is right
+    ("tatqa_dev_10207", "percent", 0.132, 1, None, None),
+    ("tatqa_dev_10207", "percent", 13.2, 0, "scale", None),  # 13.2 as a fraction is 1320%
+    ("tatqa_dev_10207", "percent", -0.132, 0, "sign", None),
+    ("tatqa_dev_10207", None, 0.132, 0, "scale", None),  # without the rule, as before
+    ("tatqa_dev_10207", None, 13.2, 1, None, None),
+    # "... which year showed a higher gross margin (%)?": a year, read as written
+    ("tatqa_dev_10208", "plain", 2019.0, 1, None, None),
+    # "What proportion of the total Level 2 inputs ...": 0.45 or 0.45%; scored as written, both kept
+    ("tatqa_dev_10487", "undecided", 0.45, 1, None, 0),
+    ("tatqa_dev_10487", "undecided", 0.0045, 0, "scale", 1),
+    # "What discount rate did Woolworths Limited use ...": 2.9 (in percent, as its table prints it)
+    ("tatqa_dev_10229", "undecided", 0.029, 0, "scale", 1),
+]
+
+
+@pytest.mark.parametrize(("qid", "reading", "prediction", "em", "error", "em_if_percent"), PERCENT)
+def test_a_percent_reading_scores_the_gold_in_percent_points(qid, reading, prediction, em, error, em_if_percent):
+    score = tatqa_score(prediction, None, ORIGINAL[qid], reading)
+    assert (score.em, score.f1, score.error) == (em, em, error)
+    assert (score.percent, score.em_if_percent) == (reading, em_if_percent)
+
+
+def test_a_percent_reading_leaves_golds_that_write_their_scale_alone():
+    """The rule reads bare numbers only: a gold with a percent sign, money or a scale word, or a list of spans, is
+    scored as written and carries no reading."""
+    for original, prediction in (("['3.7%']", 0.037), ("['$533 million']", 533e6), ("['2018', '2019']", 2019.0)):
+        plain = tatqa_score(prediction, None, original)
+        read = tatqa_score(prediction, None, original, "percent")
+        assert (read.em, read.f1, read.error, read.percent) == (plain.em, plain.f1, plain.error, None)
+
+
+def test_a_text_answer_against_a_percent_gold_is_read_as_a_predicted_number_or_at_its_own_scale():
+    """A text without a scale word is read as a predicted number (0.132 is the fraction of the percent-points gold
+    13.2, and 13.2 is off by a power of ten, as the number 13.2 is); a text with one is that number: 13.2%."""
+    original = ORIGINAL["tatqa_dev_10207"]
+    scores = [tatqa_score(None, text, original, "percent") for text in ("0.132", "13.2%", "13.2")]
+    assert [(s.em, s.error) for s in scores] == [(1, None), (1, None), (0, "scale")]

@@ -239,6 +239,31 @@ def test_the_family_yardsticks_in_scorecards_from_hand_counted_records():
     assert (weighted["scale_errors"], weighted["sign_errors"], weighted["scale_sign_errors"]) == (1, 1, 1)
 
 
+def test_undecided_percent_readings_are_counted_and_em_pooled_both_ways():
+    """Where the percent rule could not decide, the scorecard counts those answers and gives EM with them read in
+    percent points beside EM as written, per subset and pooled (a subset without such answers counts its EM)."""
+    rows = [
+        # subset, em, percent_reading, em_if_percent
+        ("FinQA", 1.0, None, None),
+        ("FinQA", 0.0, None, None),
+        ("TAT-DQA", 0.0, "undecided", 1.0),
+        ("TAT-DQA", 1.0, "undecided", 0.0),
+        ("TAT-DQA", 0.0, "undecided", 1.0),
+        ("TAT-DQA", 1.0, "percent", None),
+    ]
+    subset, em, reading, if_percent = (list(c) for c in zip(*rows, strict=True))
+    n = len(rows)
+    records = to_records(pa.table({"id": [str(i) for i in range(n)], "subset": subset, "method": ["m"] * n,
+                                   "number_match": [True] * n, "em": em, "f1": em, "percent_reading": reading,
+                                   "em_if_percent": if_percent, "reference": [1.0] * n}))  # fmt: skip
+    card = scorecards_of(records)["m"]
+    finqa, tat, weighted = card["subsets"]["FinQA"], card["subsets"]["TAT-DQA"], card["weighted"]
+    assert "percent_undecided" not in finqa and "em_if_percent" not in finqa
+    assert (tat["em"], tat["percent_undecided"], tat["em_if_percent"]) == (50.0, 3, 75.0)  # 2/4 and 3/4
+    assert (weighted["em"], weighted["percent_undecided"]) == (50.0, 3)  # 3/6
+    assert weighted["em_if_percent"] == pytest.approx(400 / 6, abs=1e-3)  # (1 + 3) / 6
+
+
 def test_records_without_the_yardsticks_have_none_in_their_scorecards():
     records = to_records(pa.table({"id": ["1"], "subset": ["FinQA"], "method": ["m"], "number_match": [True]}))
     weighted = scorecards_of(records)["m"]["weighted"]

@@ -30,3 +30,18 @@ def test_parses_without_reference_or_table_and_scores_nothing() -> None:
     assert out.column("prediction").to_pylist()[0] == 0.25
     assert out.column("json_ok").to_pylist() == [True, False]
     assert out.column("number_match").to_pylist() == [None, None]
+
+
+def test_a_tatdqa_question_asking_a_percentage_reads_its_bare_gold_in_percent_points() -> None:
+    """The same answer (0.25) against the same bare gold "25": right where a TAT-DQA question asks a percentage,
+    wrong (a scale error) where it does not, and scored as written with both readings kept where the rule cannot
+    tell; a FinQA question is never read (its release writes its percentages with a sign)."""
+    questions = ["What was the percentage change in revenue?", "What was the change in revenue?",
+                 "What discount rate did it use?", "What was the percentage change in revenue?"]  # fmt: skip
+    batch = pa.table({"raw_output": [ANSWER] * 4, "reference": [25.0] * 4, "original_answer": ["25"] * 4,
+                      "question": questions, "subset": ["TAT-DQA", "TAT-DQA", "TAT-DQA", "FinQA"]})  # fmt: skip
+    out = parse(batch)
+    assert out.column("em").to_pylist() == [1.0, 0.0, 0.0, 0.0]
+    assert out.column("em_error").to_pylist() == [None, "scale", "scale", "scale"]
+    assert out.column("percent_reading").to_pylist() == ["percent", "plain", "undecided", None]
+    assert out.column("em_if_percent").to_pylist() == [None, None, 1.0, None]
