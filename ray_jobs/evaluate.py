@@ -35,7 +35,7 @@ from t2rag.errors import T2RagError, first_line
 from t2rag.estimate.plan_vs_run import plan_of_run
 from t2rag.methods import ANSWER_TAIL
 from t2rag.pipeline.model_check import require_models
-from t2rag.pipeline.plugin_check import probe_plugin_retrievers
+from t2rag.pipeline.plugin_check import probe_plugins
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.progress import StageLog
 from t2rag.quiet import quiet_libraries
@@ -83,7 +83,7 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
         require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
         work = work_left(config, resources.questions, done_keys(config.out))
         require_models(config, work)  # and what needs a model that cannot be had
-        probe_plugin_retrievers(config, resources)  # and a plugin retriever that answers in the wrong shape
+        probe_plugins(config, resources)  # and a plugin retriever or reranker that answers in the wrong shape
         shapes = {p.role: p.shape for p in pools_of(config, resources, work)}
         plan = plan_of_run(config, resources, work, {r: s for r, s in shapes.items() if r in ("passages", "queries")})
         with claim_run(config, resources.questions, overwrite), GeneratorService(config) as service:

@@ -66,14 +66,20 @@ def _pool(step: Step, config: RunConfig, phase: str) -> PoolSpec:
     first = step.segment[0]
     pool = step.pool
     assert pool is not None
+    plugins = plugin_code(step.segment, config)
     return PoolSpec(
         phase,
-        "retrieve" if "retrieve" in step.segment else ROLES.get(first, "light"),
+        "retrieve" if "retrieve" in step.segment else ROLES.get(first, _plugin_role(pool_kind(first, config))),
         step.segment,
-        _model(pool_kind(first, config), config),
+        None if first in plugins else _model(pool_kind(first, config), config),  # a plugin loads its own
         PoolShape(pool.actors * step.shards, pool.cpus, pool.gpus),
-        plugins=plugin_code(step.segment, config),
+        plugins=plugins,
     )
+
+
+def _plugin_role(kind: str | None) -> str:
+    """The role of a pool whose first stage is a plugin's: a reranker's in the rerank pool, else light work."""
+    return "rerank" if kind == "rerank" else "light"
 
 
 def plugin_code(segment: tuple[str, ...], config: RunConfig) -> tuple[str, ...]:

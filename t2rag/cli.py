@@ -375,13 +375,13 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
 
 def cmd_rates_measure(args: argparse.Namespace) -> int:
     from t2rag.config import load_config
-    from t2rag.estimate.calibrate import embeds, write_rates
+    from t2rag.estimate.calibrate import embeds, plugin_code, write_rates
 
     overrides = data_overrides(args)
     if args.generator:
         overrides["generator"] = args.generator
     config = load_config(args.config, overrides)
-    if config.runner == "ray":  # on a node of the kind the generator's replicas use
+    if config.runner == "ray" and config.generator is not None:  # on a node of the kind its replicas use
         from ray_jobs.rates_probe import measure_on_cluster
 
         rates = measure_on_cluster(config)
@@ -390,9 +390,12 @@ def cmd_rates_measure(args: argparse.Namespace) -> int:
 
         rates = measure_rates(config)
     write_rates(rates, args.out)
-    measured = {"generator": rates.generators[config.generator.model].model_dump()}
+    measured = {}
+    if config.generator is not None:
+        measured["generator"] = rates.generators[config.generator.model].model_dump()
     if embeds(config):
         measured["embedder"] = rates.embedders[config.retrieval.embedder.model].model_dump()
+    measured.update({f"plugin {name}": rates.plugins[name].model_dump() for name in plugin_code(config)})
     if args.json:
         print_json({"out": args.out, **measured})
         return 0
@@ -520,7 +523,8 @@ def build_parser() -> argparse.ArgumentParser:
     rates = commands.add_parser("rates", help="the throughputs `t2rag plan` assumes")
     rates_cmds = rates.add_subparsers(dest="rates_command", required=True, parser_class=_Parser)
     measure = rates_cmds.add_parser(
-        "measure", help="measure the run's generator and embedder on this machine (or a node of the run's cluster)"
+        "measure",
+        help="measure the run's generator, embedder and plugins on this machine (or a node of the run's cluster)",
     )
     measure.add_argument("--config", default=None, help="YAML run config (its generator, methods and data)")
     add_data_args(measure)

@@ -18,10 +18,16 @@ The pieces:
   returns is checked (shape, positions inside the corpus, no NaN score beside a position).
 - `RetrieverPlugin(build, settings=None, needs_query_vectors=False)`: how to make one; `build(settings)` gets the
   validated block of the run config's `settings: {NAME: {...}}` when `settings` is a pydantic model, else `build()`.
+  With `needs_query_vectors` it is dense: every block's `QueryBlock.vectors` holds the questions' embeddings and
+  `index(corpus, vectors)` gets the passages' (the run's embedder, cached as the built-in dense methods' are; on
+  Ray embedded by the embedding pool), and its method must embed the question (`DENSE`).
 - `Stage`: Arrow batch in, Arrow batch out. Declare `name`, the columns it `reads` (and `optional`), what it
   `adds` (a pyarrow schema) and `drops`, its `pool` (one of `PoolKind`: which actors Ray places it on) and `after`
   (the stage it follows; default: after the ranking stages); `settings` (a pydantic model) for a block of its own,
   read with `self.own_settings()`. Build on `self.resources`, which loads models and corpora once per process.
+- `RerankStage`: a stage that reorders a ranking: write `score(questions, texts)` (one score per text of the first
+  `candidates` ranked contexts of each question) and it runs in the `rerank` pool after `retrieve`; a plugin stage
+  that rewrites `context_ids` may not drop a row or name a context outside its row's candidates.
 - `Method(name, description, retriever=..., stages=...)`: the stages that turn a question into a ranking (`LEXICAL`
   for a retriever that reads the question's text, `DENSE` for one that reads its embedding); the answering stages
   follow when a run generates.
@@ -39,6 +45,7 @@ from t2rag.pools import PoolKind
 from t2rag.retrieval.base import Hits, IndexedMixin, QueryBlock, Retriever, as_block, result_depth
 from t2rag.retrieval.config import RankFusion, RetrieverPlugin
 from t2rag.stages.base import Stage, column, with_columns
+from t2rag.stages.rerank import RerankStage
 
 INTERFACE_VERSION = 1
 
@@ -71,6 +78,7 @@ __all__ = [
     "PoolKind",
     "QueryBlock",
     "RankFusion",
+    "RerankStage",
     "Retriever",
     "RetrieverPlugin",
     "Stage",

@@ -195,6 +195,11 @@ def register_method(name: str, entry: Method | RankFusion, origin: plugins.Origi
     if (entry.retriever is None) != ("retrieve" not in entry.stages):
         raise PluginError(f"plugin {origin.label}: method '{name}' must name a retriever exactly when its stages "
                           "include retrieve")  # fmt: skip
+    if entry.retriever is not None and "dense" in RETRIEVERS[entry.retriever].ingredients \
+            and "embed_queries" not in entry.stages:  # fmt: skip
+        raise PluginError(f"plugin {origin.label}: method '{name}' searches with retriever '{entry.retriever}', "
+                          "which reads query vectors, but its stages do not embed the question (use DENSE: "
+                          "embed_queries, retrieve)")  # fmt: skip
     METHODS[name] = entry
 
 

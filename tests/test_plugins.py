@@ -39,21 +39,22 @@ def test_the_installed_example_is_listed_run_planned_reported_compared_and_expor
     env = with_example(example_installed)
     listed = json.loads(t2rag("methods", "--json", cwd=tmp_path, env=env).stdout)
     mine = {m["name"]: m for m in listed if m["origin"] != "built-in"}
-    assert set(mine) == {"char_tfidf", "tfidf_focus"}
+    assert set(mine) == {"char_tfidf", "tfidf_focus", "focus_tfidf_rerank"}
     assert mine["tfidf_focus"] == {"name": "tfidf_focus", "stages": ["retrieve", "read_contexts", "answer_prompts",
                                    "generate", "parse_answers"], "retriever": "tfidf_focus",
                                    "origin": "t2rag-char-tfidf", "version": "0.1.0"}  # fmt: skip
     assert "char_tfidf" not in {m["name"] for m in json.loads(t2rag("methods", "--json", cwd=tmp_path).stdout)}
 
     run = tmp_path / "run"
-    config = write_config(tmp_path / "tfidf.yaml", methods=["bm25", "bm25_focus", "char_tfidf", "tfidf_focus"],
-                          data={"subsets": ["FinQA"]}, out=str(run))  # fmt: skip
+    config = write_config(tmp_path / "tfidf.yaml", methods=["bm25", "bm25_focus", "char_tfidf", "tfidf_focus",
+                          "focus_tfidf_rerank"], data={"subsets": ["FinQA"]}, out=str(run))  # fmt: skip
     done = t2rag("eval", "--config", str(config), cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((run / "result.json").read_text())
     made = {"source": "t2rag-char-tfidf", "version": "0.1.0"}
     assert result["plugins"]["methods"]["tfidf_focus"] == {**made, "reader": "retrieved_context"}
     assert result["plugins"]["retrievers"] == {"char_tfidf": made, "tfidf_focus": made}
+    assert result["plugins"]["stages"] == {"tfidf_rerank": made}
     assert json.loads((run / "manifest.json").read_text())["plugins"] == result["plugins"]
     mrr = {m: s["weighted"]["mrr@3"] for m, s in result["methods"].items()}
     assert mrr["char_tfidf"] > mrr["bm25"]  # character n-grams find what whitespace tokens miss
@@ -72,16 +73,40 @@ def test_the_installed_example_is_listed_run_planned_reported_compared_and_expor
         assert list(got.values()) == sorted(got.values(), reverse=True)
     assert checked > 883 * 3
 
+    # focus_tfidf_rerank is bm25_focus's first 10, reordered by the reranking stage; the rest as bm25_focus ranks.
+    reranked = ranks(run, "focus_tfidf_rerank")
+    assert len(reranked) == 883
+    moved = 0
+    for qid, got in reranked.items():
+        mine, theirs = list(got), list(focus[qid])
+        assert sorted(mine[:10]) == sorted(theirs[:10]) and mine[10:] == theirs[10:]
+        assert list(got.values())[:10] == sorted(list(got.values())[:10], reverse=True)
+        moved += mine[:10] != theirs[:10]
+    assert moved > 0
+
     plan = json.loads(t2rag("plan", "--config", str(config), "--json", cwd=tmp_path, env=env).stdout)
     retrieve = [p for p in plan["pools"] if p["role"] == "retrieve"]
     assert retrieve and retrieve[0]["plugins"] == ["char_tfidf", "tfidf_focus"]
+    assert [p["plugins"] for p in plan["pools"] if p["role"] == "rerank"] == [["tfidf_rerank"]]
     timed = [p for p in plan["estimate"]["pools"] if p["role"] == "retrieve"]
     assert timed[0]["seconds"] is None and "no rate is known for plugin code" in timed[0]["note"]
     assert plan["estimate"]["phases_s"]["evaluate"] is None and plan["estimate"]["wall_s"] is None  # not guessed
 
+    # Measured here, the plugins' pools are priced like the built-ins'.
+    rates = tmp_path / "rates.yaml"
+    measured = t2rag("rates", "measure", "--config", str(config), "--out", str(rates), "--json", cwd=tmp_path, env=env)
+    assert measured.returncode == 0, measured.stderr[-2000:]
+    assert {"plugin char_tfidf", "plugin tfidf_focus", "plugin tfidf_rerank"} <= set(json.loads(measured.stdout))
+    priced = write_config(tmp_path / "priced.yaml", methods=["bm25", "bm25_focus", "char_tfidf", "tfidf_focus",
+                          "focus_tfidf_rerank"], data={"subsets": ["FinQA"]}, out=str(run),
+                          estimate={"rates": str(rates)})  # fmt: skip
+    plan = json.loads(t2rag("plan", "--config", str(priced), "--json", cwd=tmp_path, env=env).stdout)
+    seconds = {p["role"]: p["seconds"] for p in plan["estimate"]["pools"]}
+    assert seconds["rerank"] > 0 and seconds["retrieve"] > 0 and plan["estimate"]["wall_s"] > 0
+
     report = t2rag("report", str(run), cwd=tmp_path)  # without the plugin: the run's files say what made it
     assert report.returncode == 0, report.stderr[-2000:]
-    assert "- plugin methods: char_tfidf (t2rag-char-tfidf 0.1.0), tfidf_focus (t2rag-char-tfidf 0.1.0)" in (
+    assert "- plugin methods: char_tfidf (t2rag-char-tfidf 0.1.0), tfidf_focus (t2rag-char-tfidf 0.1.0), " in (
         run / "report" / "report.md").read_text()  # fmt: skip
     compared = t2rag("compare", f"{run}:tfidf_focus", f"{run}:bm25_focus", "--json", cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr[-2000:]
@@ -103,7 +128,7 @@ def test_the_examples_own_tests_pass_where_it_is_installed(example_installed, tm
                           env={**os.environ, **with_example(example_installed)}, capture_output=True, text=True,
                           timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:]
-    assert "4 passed" in done.stdout
+    assert "5 passed" in done.stdout
 
 
 def test_a_module_beside_its_config_runs_with_its_stage_and_settings(tmp_path):
@@ -160,6 +185,32 @@ def test_rank_fusion_in_a_config_fuses_a_plugin_retriever_with_bm25_focus(tmp_pa
     assert result["methods"]["overlap_focus"]["weighted"]["questions"] == 883
 
 
+def test_a_dense_plugin_gets_the_question_and_passage_vectors_the_built_ins_get(tmp_path):
+    """cosine_bonus, written from docs/plugins.md, registered with `needs_query_vectors=True` alone: its method
+    embeds the question, its `index` gets the passages embedded by the run's embedder (the vector table `base`
+    searches), so with no bonus it scores every context as `base` does; with a bonus, a context printing a year the
+    question names gains exactly that much."""
+    shutil.copy(MODULES / "cosine_bonus.py", tmp_path)
+    plain, bonus = tmp_path / "plain", tmp_path / "bonus"
+    for run, extra in ((plain, 0.0), (bonus, 0.25)):
+        config = write_config(tmp_path / f"{run.name}.yaml", plugins=["cosine_bonus"], methods=["base", "cosine_bonus"],
+                              settings={"cosine_bonus": {"bonus": extra}}, data={"subsets": ["FinQA"]},
+                              retrieval={"embedder": {"model": "hashing"}}, out=str(run))  # fmt: skip
+        done = t2rag("eval", "--config", str(config), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+    base, mine = ranks(plain, "base"), ranks(plain, "cosine_bonus")
+    assert len(mine) == 883
+    for qid, got in mine.items():
+        for cid, score in got.items():
+            if cid in base[qid]:
+                assert score == pytest.approx(base[qid][cid], abs=1e-5), (qid, cid)
+        assert sum(cid in base[qid] for cid in got) >= 9  # the same ten, but for a near tie at the cut
+    raised = ranks(bonus, "cosine_bonus")
+    gained = sum(any(score == pytest.approx(base[qid].get(cid, -9) + 0.25, abs=1e-5) for cid, score in got.items())
+                 for qid, got in raised.items())  # fmt: skip
+    assert gained > 100
+
+
 def _refused(tmp_path: Path, *modules: str, **fields) -> str:
     """The one line `t2rag eval` prints for a config of these plugins, having written nothing."""
     for module in {"word_overlap", *modules}:
@@ -198,8 +249,21 @@ def _refused(tmp_path: Path, *modules: str, **fields) -> str:
          "short row)"),
         (["faulty"], {"methods": ["faulty"], "settings": {"faulty": {"fault": "nan"}}},
          "plugin faulty: retriever 'faulty' returned a NaN score for a ranked context"),
+        (["unembedded"], {"methods": ["unembedded"]},
+         "plugin unembedded: method 'unembedded' searches with retriever 'unembedded', which reads query vectors, but "
+         "its stages do not embed the question (use DENSE: embed_queries, retrieve)"),
+        (["bad_rerank"], {"methods": ["bad_scores"], "settings": {"bad_scores": {"fault": "short"}}},
+         "plugin bad_rerank: stage 'bad_scores' returned 9 scores for the 10 candidates of question 0"),
+        (["bad_rerank"], {"methods": ["bad_scores"], "settings": {"bad_scores": {"fault": "drop"}}},
+         "plugin bad_rerank: stage 'bad_scores' returned scores for 3 questions of 4 (a row dropped or added)"),
+        (["bad_rerank"], {"methods": ["raw_rerank"], "settings": {"raw_rerank": {"fault": "drop"}}},
+         "plugin bad_rerank: stage 'raw_rerank' returned 3 rows for 4 (a reranker keeps every row)"),
+        (["bad_rerank"], {"methods": ["raw_rerank"], "settings": {"raw_rerank": {"fault": "outside"}}},
+         "plugin bad_rerank: stage 'raw_rerank' returned context 'not-a-candidate' for row 0, which is not among "
+         "its candidates"),
     ],
-    ids=["import", "unknown-method", "clash-built-in", "clash-plugin", "no-pool", "shape", "range", "nan"],
+    ids=["import", "unknown-method", "clash-built-in", "clash-plugin", "no-pool", "shape", "range", "nan",
+         "dense-unembedded", "rerank-short", "rerank-drop-scores", "rerank-drop-row", "rerank-outside"],
 )  # fmt: skip
 def test_each_bad_plugin_gets_one_line_and_exit_2_with_nothing_written(tmp_path, modules, fields, line):
     assert _refused(tmp_path, *modules, **fields).endswith(line)

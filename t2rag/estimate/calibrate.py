@@ -9,7 +9,10 @@ needs, and written as a rates file in the packaged layout (`t2rag/reference/rate
   token slower the later it sits in its prompt); the shortest then answered in full, for the output tokens per
   second; and the characters per token of these prompts as the engine counts them (chat template included), which
   the plan then uses for every prompt. About 2 minutes for the main job's prompts on 2 cores;
-- the embedder (when the run embeds): passages of the corpus embedded in batches, in tokens per second per CPU.
+- the embedder (when the run embeds): passages of the corpus embedded in batches, in tokens per second per CPU;
+- each plugin stage and plugin retriever the run's methods use: the method's ranking stages run on a first block of
+  PROBE_WARM questions (its models load, its corpus is indexed: `load_s`), then on PROBE_ROWS more, timed stage by
+  stage (`rows_per_s`, in this process, as one actor of the run's pool runs it).
 
 On the Ray runner the probe runs as one task with the resources of a generator replica, on a node of the kind the
 pool will use.
@@ -28,20 +31,26 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from t2rag import plugins
 from t2rag.config import RunConfig
 from t2rag.errors import ConfigError
-from t2rag.estimate.rates import EmbedderRate, GeneratorRate, Rates, load_rates, position_sum
+from t2rag.estimate.rates import EmbedderRate, GeneratorRate, PluginRate, Rates, load_rates, position_sum
 from t2rag.estimate.workload import known_answer_prompts
 from t2rag.generation.base import ChatRequest
 from t2rag.generation.registry import build_generator, engine_of
 from t2rag.methods import get_method
 from t2rag.resources import Resources
+from t2rag.stages import built
+from t2rag.stages.base import run_chain
 from t2rag.stages.work import work_left
 
 #: Prompts prefilled, spread over the run's prompt lengths (the shortest, the median, the longest).
 PROBE_PROMPTS = 3
 #: Passages embedded to measure the embedder.
 PROBE_PASSAGES = 64
+#: Questions of a plugin's first block (what it loads and indexes) and of the block that is timed.
+PROBE_WARM = 4
+PROBE_ROWS = 128
 
 
 @dataclass(frozen=True)
@@ -182,18 +191,76 @@ def measure_embedder(config: RunConfig, resources: Resources) -> EmbedderRate:
 
 
 def measure_rates(config: RunConfig) -> Rates:
-    """The run's rates file with its generator's and embedder's entries measured on this machine."""
-    if config.generator is None:
+    """The run's rates file with its generator's, embedder's and plugins' entries measured on this machine (those
+    the run has: a run of plugin methods alone needs no generator)."""
+    if config.generator is None and not plugin_code(config):
         raise ConfigError("rates measure needs a generator: set generator in the config or pass --generator")
     resources = Resources(config)
     rates = load_rates(config.estimate.rates)
-    generator = measure_generator(config, resources)
-    embedders = dict(rates.embedders)
+    generators, embedders = dict(rates.generators), dict(rates.embedders)
+    if config.generator is not None:
+        generators[config.generator.model] = measure_generator(config, resources)
     if embeds(config):
         embedders[config.retrieval.embedder.model] = measure_embedder(config, resources)
+    measured = measure_plugins(config, resources)
     return rates.model_copy(
-        update={"generators": {**rates.generators, config.generator.model: generator}, "embedders": embedders}
+        update={"generators": generators, "embedders": embedders, "plugins": {**rates.plugins, **measured}}
     )
+
+
+def plugin_code(config: RunConfig) -> dict[str, str]:
+    """Each plugin stage and plugin retriever the run's methods use, with the first method that runs it."""
+    used = config.plugins_used()
+    out: dict[str, str] = {}
+    for name in config.methods:
+        method = get_method(name)
+        for stage in method.stages:
+            if stage in used.get("stages", {}):
+                out.setdefault(stage, name)
+        if method.retriever in used.get("retrievers", {}):
+            out.setdefault(method.retriever, name)
+    return out
+
+
+def measure_plugins(config: RunConfig, resources: Resources) -> dict[str, PluginRate]:
+    """Each plugin stage's and retriever's rate on this machine: its method's ranking stages on a first block of
+    PROBE_WARM questions, then timed on PROBE_ROWS more (the retrieval stage's time is its retriever's)."""
+    questions = resources.questions.scored()
+    out: dict[str, PluginRate] = {}
+    for name, method_name in plugin_code(config).items():
+        method = get_method(method_name)
+        steps = built(resources, method.stages)
+        seconds: dict[str, float] = {}
+
+        def timed(stage: str, rows: int, spent: float, seconds=seconds) -> None:
+            seconds[stage] = seconds.get(stage, 0.0) + spent
+
+        warm = _rows(questions, 0, PROBE_WARM, method_name)
+        run_chain(steps, warm, timed)
+        load = seconds.pop("retrieve" if name == method.retriever else name, 0.0)
+        seconds.clear()
+        block = _rows(questions, PROBE_WARM, PROBE_ROWS, method_name)
+        run_chain(steps, block, timed)
+        spent = seconds["retrieve" if name == method.retriever else name]
+        rows = block.num_rows
+        origin = plugins.origin_of("t2rag.stages" if name in method.stages else "t2rag.retrievers", name).label
+        out[name] = PluginRate(
+            rows_per_s=round(rows / spent, 2),
+            load_s=round(max(0.0, load - PROBE_WARM * spent / rows), 2),
+            source=f"measured on {_machine()} by `t2rag rates measure` on {date.today().isoformat()}: {origin}, "
+            f"method {method_name}, {rows} questions in {spent:.3f} s after a first block of {PROBE_WARM}",
+        )
+    return out
+
+
+def _rows(questions, start: int, count: int, method: str):
+    """Rows of the plan's shape for `count` questions from `start` (wrapping round a small data set)."""
+    import pyarrow as pa
+
+    n = questions.num_rows
+    picked = questions.take(pa.array([(start + i) % n for i in range(count)]))
+    columns = {c: picked.column(c) for c in ("id", "subset", "question", "context_id")}
+    return pa.table({**columns, "method": pa.array([method] * count, pa.string())})
 
 
 def embeds(config: RunConfig) -> bool:

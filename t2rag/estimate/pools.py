@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from t2rag.estimate.rates import EmbedderRate, GeneratorRate, Rates, RerankerRate
 from t2rag.estimate.workload import Workload
+from t2rag.methods import get_method
 from t2rag.pools import PoolSpec
+from t2rag.retrieval import RETRIEVERS
 
 
 @dataclass
@@ -33,11 +35,34 @@ def rate_of(pool: PoolSpec, rates: Rates) -> GeneratorRate | EmbedderRate | Rera
     return None
 
 
+def plugin_rows(workload: Workload, name: str) -> int:
+    """The rows a plugin's stage or retriever handles: the questions ranked by the methods that run it."""
+
+    def runs(method: str) -> bool:
+        m = get_method(method)
+        fused = RETRIEVERS[m.retriever].members if m.retriever in RETRIEVERS else ()
+        return name in m.stages or name == m.retriever or name in fused
+
+    return sum(w.retrievals for w in workload.methods if runs(w.method))
+
+
+def plugin_time(pool: PoolSpec, workload: Workload, rates: Rates) -> PoolTime:
+    """A pool running plugin code: its plugins' rows at their rates (a rates file's `plugins:`, which `t2rag rates
+    measure` writes), one after another on the pool's actors; unknown while any of them has no rate."""
+    missing = [p for p in pool.plugins if p not in rates.plugins]
+    if missing:
+        return PoolTime(pool, None, f"no rate is known for plugin code ({', '.join(missing)}): measure it with "
+                        "`t2rag rates measure` (estimate.rates)")  # fmt: skip
+    rows = {p: plugin_rows(workload, p) for p in pool.plugins}
+    seconds = sum(rates.plugins[p].seconds(n, pool.shape.actors) for p, n in rows.items())
+    return PoolTime(pool, seconds, ", ".join(f"{p}: {n:,} rows" for p, n in rows.items()))
+
+
 def pool_times(pool: PoolSpec, workload: Workload, rates: Rates) -> list[PoolTime]:
     """Its seconds of work; the generator service's split into summaries and the evaluation's generation (HyDE
     and answers), with its one model load in the first."""
     if pool.plugins:
-        return [PoolTime(pool, None, f"no rate is known for plugin code ({', '.join(pool.plugins)})")]
+        return [plugin_time(pool, workload, rates)]
     if pool.model is None:
         return [PoolTime(pool, 0.0, "CPU work, not estimated (seconds at these sizes)")]
     rate = rate_of(pool, rates)

@@ -78,13 +78,28 @@ class RerankerRate(BaseModel):
     source: str
 
 
+class PluginRate(BaseModel):
+    """One actor running a plugin's stage or retriever: the rows (question, method) it handles per second, and the
+    seconds of its first block beyond that (models loaded, the corpus indexed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rows_per_s: float = Field(gt=0)
+    load_s: float = Field(ge=0)
+    source: str
+
+    def seconds(self, rows: int, actors: int) -> float:
+        """Seconds for `actors` actors to handle `rows` rows, each loading once."""
+        return rows / (self.rows_per_s * actors) + self.load_s
+
+
 class Rates(BaseModel):
-    """Throughputs by model id."""
+    """Throughputs by model id, and by registered name for plugins' stages and retrievers."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     generators: dict[str, GeneratorRate]
     embedders: dict[str, EmbedderRate]
     rerankers: dict[str, RerankerRate]
+    plugins: dict[str, PluginRate] = Field(default_factory=dict)
 
 
 @cache

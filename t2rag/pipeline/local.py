@@ -16,7 +16,7 @@ from t2rag.generation.registry import engine_of
 from t2rag.methods import ANSWER_TAIL
 from t2rag.model_loads import loads, loads_since
 from t2rag.pipeline.model_check import require_models
-from t2rag.pipeline.plugin_check import probe_plugin_retrievers
+from t2rag.pipeline.plugin_check import probe_plugins
 from t2rag.pipeline.run import claim_run, finish_run, run_attempts
 from t2rag.pools import PoolShape
 from t2rag.progress import Progress, StageLog
@@ -64,7 +64,7 @@ class LocalRunner:
         before = loads()
         work = self.work_left(done_keys(self.config.out))
         require_models(self.config, work)  # before any work: seconds, not after hours
-        probe_plugin_retrievers(self.config, self.resources)
+        probe_plugins(self.config, self.resources)
         # This process embeds with every CPU it has: one pool of one actor, for passages and for queries alike.
         shape = PoolShape(1, float(os.cpu_count() or 1), 0.0)
         estimate = plan_of_run(self.config, self.resources, work, {"passages": shape, "queries": shape})

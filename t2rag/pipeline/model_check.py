@@ -2,8 +2,9 @@
 runners check before any work, so that a model that cannot be had ends the run in seconds with one line instead
 of after hours of the work before its first load.
 
-A stage's pool says which model it loads (`embed` and `tokenize`: the embedder, `rerank`: the cross-encoder,
-`generate`: the generator); a method whose index is generated summaries needs the generator too. The generator's
+A built-in stage's pool says which model it loads (`embed` and `tokenize`: the embedder, `rerank`: the
+cross-encoder, `generate`: the generator; a plugin's stage loads what it loads itself); a method whose index is
+generated summaries needs the generator too. The generator's
 engine says how its weights are found (`Engine.weights`).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from t2rag import plugins
 from t2rag.config import RunConfig
 from t2rag.errors import ModelUnavailable
 from t2rag.generation.registry import engine_of
@@ -44,7 +46,8 @@ def needed_models(config: RunConfig, work: list[WorkGroup]) -> list[ModelNeed]:
     """Every model the planned rows `work` load, in role order, each checked on this machine."""
     users: dict[str, set[str]] = {}
     for group in work:
-        roles = {ROLE_OF_POOL[STAGES[s].pool] for s in group.stages if STAGES[s].pool in ROLE_OF_POOL}
+        roles = {ROLE_OF_POOL[STAGES[s].pool] for s in group.stages
+                 if STAGES[s].pool in ROLE_OF_POOL and plugins.origin_of("t2rag.stages", s).built_in}  # fmt: skip
         for method in dict.fromkeys(group.rows.column("method").to_pylist()):
             needs = roles | ({"generator"} if get_method(method).retrieval_needs_generator else set())
             for role in needs:

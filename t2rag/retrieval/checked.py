@@ -1,33 +1,67 @@
 """A plugin's retriever behind a check of every block it returns: the shape `Retriever.search` promises, corpus
 positions inside the corpus, and no NaN score beside a position. A block that fails ends the run with one line
-naming the plugin, before its records are written."""
+naming the plugin, before its records are written.
+
+A dense plugin (`RetrieverPlugin(needs_query_vectors=True)`) is given what the built-in dense retrievers get: the
+question's embedding on every block, and at `index` the passages embedded by the run's embedder, read from the
+same cache (`PassageVectors`: the vector table the built-in `base` searches, which a Ray run fills in its embedding
+pool before any retrieval actor starts)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from t2rag.data.corpus import Corpus
 from t2rag.errors import PluginError
 from t2rag.retrieval.base import DensePassages, Hits, QueryBlock, Retriever, as_block, result_depth
+from t2rag.retrieval.dense.embedder import EmbedderConfig, make_embedder
+from t2rag.retrieval.dense.vector_store import AnnConfig, VectorStore, table_name
+
+
+@dataclass(frozen=True)
+class PassageVectors:
+    """Where a dense plugin's passage vectors come from: the run's embedder and its vector cache."""
+
+    embedder: EmbedderConfig
+    index_uri: str | None = None
+    ann: AnnConfig | None = None
+
+    def table(self, corpus: Corpus) -> DensePassages:
+        """The vector table of a corpus's passages (the one the built-in dense retriever reads)."""
+        return DensePassages(table_name(corpus, self.embedder.cache_key), corpus)
+
+    def of(self, corpus: Corpus) -> np.ndarray:
+        """The corpus's passage vectors, in corpus order: read from the cache, embedded here only when missing."""
+        plan = self.table(corpus)
+        store = VectorStore(self.index_uri, self.ann)
+        embed = lambda texts: make_embedder(self.embedder).embed_passages(texts)  # noqa: E731 (loads on a miss)
+        return store.get_or_build(plan.table, plan.passages, embed).vectors()
 
 
 class CheckedRetriever(Retriever):
-    """`inner` (a plugin's retriever, registered as `name` by `origin`) with its results checked."""
+    """`inner` (a plugin's retriever, registered as `name` by `origin`) with its results checked; a dense one
+    (`passages` given) searches with the question's embedding and is indexed with the passages'."""
 
-    def __init__(self, inner: Retriever, name: str, origin: str):
+    def __init__(self, inner: Retriever, name: str, origin: str, passages: PassageVectors | None = None):
         if not isinstance(inner, Retriever):
             raise PluginError(f"plugin {origin}: retriever '{name}' built a {type(inner).__name__}, not a "
                               "t2rag.extend.Retriever")  # fmt: skip
-        self.inner, self.name, self.origin = inner, name, origin
-        self.needs_query_vectors = inner.needs_query_vectors
+        self.inner, self.name, self.origin, self.passages = inner, name, origin, passages
+        self.needs_query_vectors = passages is not None or inner.needs_query_vectors
 
     def index(self, corpus: Corpus, vectors: np.ndarray | None = None) -> None:
+        if vectors is None and self.passages is not None:
+            vectors = self.passages.of(corpus)
         self.inner.index(corpus, vectors)
 
     def dense_passages(self, corpus: Corpus) -> list[DensePassages]:
-        return self.inner.dense_passages(corpus)
+        tables = self.inner.dense_passages(corpus)
+        if self.passages is not None and not any(t.table == self.passages.table(corpus).table for t in tables):
+            tables = [*tables, self.passages.table(corpus)]
+        return tables
 
     @property
     def corpus(self) -> Corpus:

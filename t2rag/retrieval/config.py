@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from t2rag import plugins
 from t2rag.errors import PluginError
 from t2rag.retrieval.base import Retriever
-from t2rag.retrieval.checked import CheckedRetriever
+from t2rag.retrieval.checked import CheckedRetriever, PassageVectors
 from t2rag.retrieval.dense.chunked import ChunkedDenseRetriever
 from t2rag.retrieval.dense.chunking import ChunkingConfig
 from t2rag.retrieval.dense.embedder import EmbedderConfig
@@ -156,7 +156,9 @@ class RetrieverPlugin:
     build: Callable[..., Retriever]
     settings: type[BaseModel] | None = None
     description: str = ""
-    #: It searches with dense query vectors (its methods embed the question first: `DENSE`, not `LEXICAL`).
+    #: It searches with dense vectors: each block's `QueryBlock.vectors` holds the questions' embeddings and
+    #: `index(corpus, vectors)` gets the passages' (the run's embedder, cached as the built-ins' are); its methods
+    #: embed the question first (`DENSE`, not `LEXICAL`).
     needs_query_vectors: bool = False
 
 
@@ -232,7 +234,8 @@ def register_retriever(name: str, entry: RetrieverPlugin | RankFusion, origin: p
             if entry.settings is None
             else entry.build(plugins.validated_settings(name, entry.settings, settings))
         )
-        return CheckedRetriever(made, name, plugins.origin_of("t2rag.retrievers", name).label)
+        passages = PassageVectors(config.embedder, config.index_uri, config.ann) if entry.needs_query_vectors else None
+        return CheckedRetriever(made, name, plugins.origin_of("t2rag.retrievers", name).label, passages)
 
     RETRIEVERS[name] = RegisteredRetriever(build, ("dense",) if entry.needs_query_vectors else (), entry.settings)
 

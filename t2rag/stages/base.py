@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
 
+from t2rag import plugins
 from t2rag.errors import PluginError
 from t2rag.plugins import validated_settings
 from t2rag.pools import PoolKind
@@ -78,13 +79,15 @@ OnStage = Callable[[str, int, float], None]
 def run_chain(steps: Sequence[tuple[str, Stage]], batch: pa.Table, on_stage: OnStage | None = None) -> pa.Table:
     """The batch through the built stages in order: the one loop every runner runs (the single-process runner, the
     Ray actors and the Serve replicas). A stage given a batch without a column it declares it reads fails here,
-    naming the stage and the columns."""
+    naming the stage and the columns; a plugin's stage that rewrites rankings is held to `checked_ranking`."""
     for name, stage in steps:
         missing = [c for c in stage.reads if c not in batch.column_names]
         if missing:
             raise ValueError(f"stage {name} reads {missing}, which the batch lacks (it has {batch.column_names})")
         start = time.perf_counter()
-        batch = stage(batch)
+        before, batch = batch, stage(batch)
+        if "context_ids" in stage.adds.names and not plugins.origin_of("t2rag.stages", name).built_in:
+            checked_ranking(name, before, batch)
         if on_stage is not None:
             on_stage(name, batch.num_rows, time.perf_counter() - start)
     return batch
@@ -158,3 +161,16 @@ def with_search_keys(batch: pa.Table, default_k: int | None = None) -> pa.Table:
 def row_k(batch: pa.Table, default: int) -> list[int]:
     """Contexts per question: the optional `k` column (served requests), else the run's k."""
     return [default if k is None else int(k) for k in column(batch, "k")]
+
+
+def checked_ranking(name: str, before: pa.Table, after: pa.Table) -> None:
+    """Refuse what a plugin stage `name` that rewrites rankings returned: rows dropped or added, or a ranking
+    naming a context that was not among its row's candidates (one line naming the plugin)."""
+    where = f"plugin {plugins.origin_of('t2rag.stages', name).label}: stage '{name}' returned"
+    if after.num_rows != before.num_rows:
+        raise PluginError(f"{where} {after.num_rows} rows for {before.num_rows} (a reranker keeps every row)")
+    olds, news = before.column("context_ids").to_pylist(), after.column("context_ids").to_pylist()
+    for i, (old, new) in enumerate(zip(olds, news, strict=True)):
+        outside = sorted(set(new or ()) - set(old or ()))
+        if outside:
+            raise PluginError(f"{where} context '{outside[0]}' for row {i}, which is not among its candidates")

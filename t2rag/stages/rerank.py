@@ -1,13 +1,21 @@
-"""The reranking stage: a cross-encoder re-scores the retrieved candidates (candidate_factor x k) of each question."""
+"""The reranking stages: the built-in cross-encoder re-scores the retrieved candidates (candidate_factor x k) of each
+question; `RerankStage` is the base of a reranking plugin, which scores the texts of each question's top candidates
+and reorders them."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 
+from t2rag import plugins
+from t2rag.errors import PluginError
 from t2rag.methods import get_method
+from t2rag.metrics.retrieval import gold_ranks
 from t2rag.retrieval import Hits
 from t2rag.retrieval.base import result_depth
 from t2rag.retrieval.reranker import CrossEncoderScorer
@@ -46,3 +54,63 @@ class Rerank(Stage):
             for name, values in ranking_columns(hits, corpus, [gold[i] for i in rows]).items():
                 set_rows(out[name], rows, values)
         return with_columns(batch, ranking_arrays(out))
+
+
+class RerankStage(Stage):
+    """The base of a reranking plugin: subclass it, set `name` (and `candidates`, `settings` as needed) and write
+    `score`. It reads each question's ranking (`context_ids`, best first), gives `score` the question and the texts
+    of its first `candidates` contexts, and writes them back best first by that score, above the rest of the
+    ranking as it was (their scores NaN); `gold_rank` follows. On Ray it runs in the `rerank` pool (GPU actors of
+    `ray.rerank`); it comes after `retrieve` unless `after` says otherwise."""
+
+    reads = ("method", "question", "context_ids", "scores", "gold_rank")
+    optional = (*CORPUS_COLUMNS, "context_id", "k")
+    adds = pa.schema(RANKING_TYPES)
+    pool = "rerank"
+    after = "retrieve"
+    #: How many of the first ranked contexts `score` reads and reorders.
+    candidates: ClassVar[int] = 10
+
+    def score(self, questions: list[str], texts: list[list[str]]) -> Sequence[Sequence[float]]:
+        """One score per candidate text of each question (higher ranks first): `texts[i]` are the contexts of
+        `questions[i]`, best first as ranked."""
+        raise NotImplementedError(f"stage '{self.name}' does not implement score")
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        out = {name: batch.column(name).to_pylist() for name in RANKING_TYPES}
+        questions = batch.column("question").to_pylist()
+        gold = column(batch, "context_id")
+        keyed = with_search_keys(batch, self.config.retrieval.k)
+        for (method_name, corpus_name, _k), rows in groups(keyed, "method", "_corpus", "_k"):
+            corpus = self.resources.index_corpus(get_method(method_name), corpus_name)
+            heads = [(out["context_ids"][i] or [])[: self.candidates] for i in rows]
+            scores = self.score([questions[i] for i in rows], [corpus.texts_of(ids) for ids in heads])
+            problem = scores_problem(scores, [len(h) for h in heads])
+            if problem:
+                raise PluginError(f"plugin {plugins.origin_of('t2rag.stages', self.name).label}: stage "
+                                  f"'{self.name}' returned {problem}")  # fmt: skip
+            for row, head, mine in zip(rows, heads, scores, strict=True):
+                order = np.argsort(-np.asarray(mine, np.float64), kind="stable")
+                rest = (out["context_ids"][row] or [])[len(head) :]
+                out["context_ids"][row] = [head[j] for j in order] + rest
+                out["scores"][row] = [float(mine[j]) for j in order] + [math.nan] * len(rest)
+            ranked = [out["context_ids"][i] for i in rows]
+            ranks = gold_ranks(ranked, [gold[i] or "" for i in rows]).astype(int).tolist()
+            set_rows(
+                out["gold_rank"], rows, [r if gold[i] is not None else None for r, i in zip(ranks, rows, strict=True)]
+            )
+        return with_columns(batch, ranking_arrays(out))
+
+
+def scores_problem(scores: object, lengths: list[int]) -> str | None:
+    """What is wrong with a reranker's scores for questions with these numbers of candidates, or None."""
+    if not isinstance(scores, Sequence | np.ndarray) or len(scores) != len(lengths):
+        got = len(scores) if isinstance(scores, Sequence | np.ndarray) else type(scores).__name__
+        return f"scores for {got} questions of {len(lengths)} (a row dropped or added)"
+    for i, (mine, n) in enumerate(zip(scores, lengths, strict=True)):
+        values = np.asarray(mine, dtype=np.float64).ravel() if isinstance(mine, Sequence | np.ndarray) else None
+        if values is None or len(values) != n:
+            return f"{len(values) if values is not None else 'no'} scores for the {n} candidates of question {i}"
+        if not np.isfinite(values).all():
+            return f"a score that is not a finite number for question {i}"
+    return None

@@ -142,3 +142,37 @@ def test_a_module_beside_its_config_runs_on_the_nodes_and_through_ray_job_submit
     job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert job.returncode == 0, (job.stdout + job.stderr)[-3000:]
     assert _result(submitted)["methods"]["overlap"]["weighted"] == _result(run)["methods"]["overlap"]["weighted"]
+
+
+def _rankings(run: Path, method: str) -> dict[str, tuple[list[str], list[float]]]:
+    from t2rag.run_folder.files import read_records
+
+    records = read_records(str(run), ["id", "method", "context_ids", "scores"]).to_pylist()
+    return {r["id"]: (r["context_ids"], r["scores"]) for r in records if r["method"] == method}
+
+
+def test_a_dense_plugin_and_a_reranker_rank_on_the_nodes_as_in_one_process(three_nodes, example_installed, tmp_path):
+    """cosine_bonus (a module beside the config) and the example's reranker on the three nodes: the passages are
+    embedded by the index phase's embedding pool into an index of the Ray run's own (nothing cached from the run in
+    one process), and every question's ranking, ids and scores, is the one-process run's."""
+    env = with_example(example_installed)
+    folder = tmp_path / "experiment"
+    folder.mkdir()
+    shutil.copy(PLUGIN_MODULES / "cosine_bonus.py", folder)
+    fields = {"plugins": ["cosine_bonus"], "methods": ["cosine_bonus", "focus_tfidf_rerank"],
+              "settings": {"cosine_bonus": {"bonus": 0.25}}}  # fmt: skip
+    here, there = tmp_path / "here", tmp_path / "there"
+    hashing = {"model": "hashing"}
+    local = _config(folder / "local.yaml", **fields, out=str(here),
+                    retrieval={"embedder": hashing, "index_uri": str(tmp_path / "index-here")})  # fmt: skip
+    done = t2rag("eval", "--config", str(local), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    on_ray = _config(folder / "ray.yaml", **fields, out=str(there), runner="ray",
+                     retrieval={"embedder": hashing, "index_uri": str(tmp_path / "index-there")},
+                     ray={"address": three_nodes.address, "retrieve_block_rows": 256})  # fmt: skip
+    done = t2rag("eval", "--config", str(on_ray), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[build_index] corpus=FinQA rows=299" in done.stderr  # embedded by the pool before retrieval began
+    assert "[tfidf_rerank] rows=883" in done.stderr
+    for method in fields["methods"]:
+        assert _rankings(there, method) == _rankings(here, method)

@@ -195,6 +195,13 @@ class DenseTable:
         ]
         return float(np.mean(found))
 
+    def vectors(self) -> np.ndarray:
+        """Every stored vector, in document order (a table of one row per document: a context table)."""
+        stored = self.table.to_arrow().select(["doc", "vector"])
+        order = np.argsort(stored.column("doc").to_numpy(), kind="stable")
+        flat = np.asarray(stored.column("vector").combine_chunks().flatten(), np.float32)
+        return flat.reshape(stored.num_rows, -1)[order]
+
     def search(self, vectors: np.ndarray, n: int, flat: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Corpus positions and cosine similarities of the n nearest passages per query: an exact scan, unless
         the table uses its ANN index (and `flat` is not set)."""
