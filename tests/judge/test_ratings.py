@@ -59,3 +59,88 @@ def test_number_match_prefers_the_right_answer_and_else_calls_a_tie():
     assert number_match_preference(True, False) == "method"
     assert number_match_preference(False, True) == "baseline"
     assert number_match_preference(True, True) == number_match_preference(False, False) == "tie"
+
+
+def _elo_by_hand(scores: list[float], k: float, rating: float = 1000.0) -> float:
+    """The Elo update against an opponent fixed at 1000, written out again from its definition."""
+    for score in scores:
+        rating = rating + k * (score - 1 / (1 + 10 ** ((1000 - rating) / 400)))
+    return rating
+
+
+def test_every_figure_of_a_method_s_ratings_by_hand():
+    """Games in (subset, question id, order) order whatever the table's order; per-subset ratings of their own
+    games; agreement with Number Match over the parsed verdicts where both answers have a verdict; the share of
+    decided verdicts that chose answer 1."""
+    rows = [
+        # subset, id, order, winner, nm_method, nm_baseline, choice
+        ("TAT-DQA", "q5", "method_first", "method", None, True, "1"),  # no NM verdict for the method's answer
+        ("FinQA", "q3", "method_first", "baseline", True, False, "2"),  # NM prefers the method: they disagree
+        ("FinQA", "q1", "method_first", "method", True, False, "1"),  # NM prefers the method: they agree
+        ("FinQA", "q1", "baseline_first", "baseline", False, False, "1"),  # NM: a tie, they disagree
+        ("FinQA", "q2", "method_first", "tie", True, True, None),  # NM: a tie, they agree
+        ("FinQA", "q4", "method_first", None, True, False, None),  # unparsed: no game
+    ]
+    table = pa.Table.from_pylist([
+        {"method": "m", "subset": s, "id": q, "order": o, "winner": w, "nm_method": a, "nm_baseline": b, "choice": c}
+        for s, q, o, w, a, b, c in rows
+    ])  # fmt: skip
+    found = ratings(table, k=32, rounds=50, seed=1)["m"]
+    # play order: FinQA q1 baseline_first (loss), q1 method_first (win), q2 (tie), q3 (loss), then TAT-DQA q5 (win)
+    assert found["rating"] == round(_elo_by_hand([0, 1, 0.5, 0, 1], 32), 2)
+    assert (found["games"], found["wins"], found["ties"], found["losses"]) == (5, 2, 1, 2)
+    assert (found["verdicts"], found["unparsed"]) == (6, 1)
+    assert found["subsets"]["FinQA"]["rating"] == round(_elo_by_hand([0, 1, 0.5, 0], 32), 2)
+    assert found["subsets"]["TAT-DQA"]["rating"] == round(_elo_by_hand([1], 32), 2) == 1016.0
+    assert list(found["subsets"]) == ["FinQA", "TAT-DQA"]
+    assert found["subsets"]["TAT-DQA"]["ci95"] == [1016.0, 1016.0]  # one question: every resample is it
+    # NM agreement over q1 (twice), q2, q3: judge (baseline, method, tie, baseline), NM (tie, method, tie, method):
+    # 2 of 4 agree; chance: baseline 2/4 x 0 + method 1/4 x 2/4 + tie 1/4 x 2/4 = 1/4; kappa (1/2 - 1/4) / (3/4)
+    assert found["number_match_agreement"] == {"verdicts": 4, "agree": 50.0, "kappa": round(1 / 3, 4)}
+    # decided verdicts (not ties, parsed): q5 "1", q3 "2", q1 "1", q1 "1": 3 of 4 chose answer 1
+    assert found["first_position_share"] == 75.0
+
+
+def test_a_method_with_no_parsed_verdict_has_no_shares():
+    table = pa.Table.from_pylist([{"method": "m", "subset": "FinQA", "id": "q1", "order": "method_first",
+                                   "winner": None, "nm_method": True, "nm_baseline": True, "choice": None}])  # fmt: skip
+    found = ratings(table, k=16, rounds=10, seed=0)["m"]
+    assert (found["rating"], found["ci95"], found["games"]) == (1000.0, [1000.0, 1000.0], 0)
+    assert found["first_position_share"] is None and found["subsets"] == {}
+    assert found["number_match_agreement"] == {"verdicts": 0, "agree": None, "kappa": None}
+
+
+def test_the_interval_is_the_middle_95_percent_of_the_resampled_ratings():
+    """Two questions, a win and a loss (K = 16): a resample draws win-win (1015.8158), loss-loss (984.1842) or one
+    of each (999.8158, 1000.1842), win-win and loss-loss each a quarter of the time, so over 400 resamples the 2.5th
+    percentile is loss-loss's rating and the 97.5th win-win's."""
+    from t2rag.judge.ratings import rate
+
+    found = rate([("q1", 1.0), ("q2", 0.0)], k=16, rounds=400, seed=3)
+    assert found.ci95 == [round(_elo_by_hand([0, 0], 16), 2), round(_elo_by_hand([1, 1], 16), 2)]
+    assert found.rating == round(_elo_by_hand([1, 0], 16), 2) == 999.82
+    assert (found.games, found.wins, found.ties, found.losses) == (2, 1, 0, 1)
+
+
+def test_elo_starts_where_it_is_told():
+    assert elo([], 16, start=1234.5) == 1234.5
+    assert elo([1.0], 10, start=1000.0) == 1005.0  # 1000 + 10 x (1 - 0.5)
+    assert elo([0.0], 10, start=1400.0) == pytest.approx(1400 - 10 / (1 + 10 ** (-1)), abs=1e-9)
+
+
+def test_the_ratings_table_rows():
+    from t2rag.judge.ratings import ratings_table
+
+    result = {"baseline": "oracle", "baseline_rating": 1000.0, "methods": {"m": {
+        "rating": 1010.0, "ci95": [990.0, 1030.0], "games": 3, "wins": 2, "ties": 0, "losses": 1, "unparsed": 1,
+        "first_position_share": 50.0, "number_match_agreement": {"verdicts": 3, "agree": 66.67, "kappa": 0.25},
+        "subsets": {"FinQA": {"rating": 1008.0, "ci95": [1000.0, 1016.0], "games": 1, "wins": 1, "ties": 0,
+                              "losses": 0}}}}}  # fmt: skip
+    header, rows = ratings_table(result)
+    assert header == ["method", "subset", "Elo", "95% CI", "games", "wins", "ties", "losses", "unparsed",
+                      "NM agreement %", "Cohen's kappa", "answer 1 chosen %"]  # fmt: skip
+    assert rows == [
+        ["oracle (baseline)", "all", 1000.0, None, None, None, None, None, None, None, None, None],
+        ["m", "all", 1010.0, [990.0, 1030.0], 3, 2, 0, 1, 1, 66.67, 0.25, 50.0],
+        ["m", "FinQA", 1008.0, [1000.0, 1016.0], 1, 1, 0, 0, None, None, None, None],
+    ]
