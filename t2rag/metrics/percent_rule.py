@@ -55,13 +55,12 @@ _MAYBE_PERCENT = re.compile(r"\b(?:proportions?|rates?|margins?|yields?|growth|s
 def percent_reading(question: str | None) -> PercentReading:
     """Whether the question asks for a percentage (`percent`), does not (`plain`), or cannot be told from its
     words (`undecided`); see the module's rule."""
-    text = question or ""
-    if _ASKS_WHEN_OR_COUNT.search(text):
+    if not question or _ASKS_WHEN_OR_COUNT.search(question):
         return "plain"
-    if _NAMES_PERCENT.search(text):
+    if _NAMES_PERCENT.search(question):
         return "percent"
-    if _ASKS_RATIO.search(text):
+    if _ASKS_RATIO.search(question):
         return "plain"
-    if _MAYBE_PERCENT.search(_NOT_A_CUE.sub(" ", text)):
+    if _MAYBE_PERCENT.search(_NOT_A_CUE.sub(" ", question)):
         return "undecided"
     return "plain"

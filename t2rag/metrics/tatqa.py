@@ -25,8 +25,8 @@ value it is) with no scale of its own, so it is read as the unit it is in: round
 the gold's scaled value. One convention follows t2rag's answer prompt, which asks for percentages as fractions
 (0.145 for 14.5%): against a gold written as a percentage the prediction is read as a fraction. Where no number
 was predicted, the answer's text (a formula that did not evaluate, say "None") is the prediction: a text that is
-wholly a number is that number (at its own scale where it writes one: "$12.8 million"; else as a predicted number
-is read), any other text is a span.
+wholly a number is read as that number, at the scale it writes ("$12.8 million") or, writing none, as a predicted
+number is read; any other text is a span.
 
 - EM: 1 when the normalised predicted spans and gold spans are the same bag.
 - F1: DROP's bag-of-words F1, each gold span aligned with at most one predicted span (optimal assignment, a pair
@@ -46,7 +46,7 @@ import math
 import re
 import string
 from dataclasses import dataclass, replace
-from decimal import Decimal, InvalidOperation, localcontext
+from decimal import Decimal, localcontext
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -57,7 +57,7 @@ from t2rag.metrics.percent_rule import PercentReading
 #: The error kinds of `em_error`.
 ERROR_KINDS = ("scale", "sign", "scale_sign")
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_ARTICLES = frozenset({"a", "an", "the"})
 _PUNCTUATION = frozenset(string.punctuation)
 _CENT = Decimal("0.01")
 _DIGITS = 700
@@ -65,6 +65,8 @@ _DIGITS = 700
 _CURRENCY_CODE = re.compile(r"^(?:[A-Z]{1,3}(?=\$)|(?:USD|EUR|GBP|RMB|CNY|HKD|JPY|INR|AUD|CAD|SEK|CHF)\s?(?=[0-9(.]))")
 #: Punctuation that ends a token without belonging to its number ("2021.", "5,").
 _TRAILING = ",;:!?'\""
+#: A number written bare: digits, separators, a sign or an accounting negative's parentheses, and nothing else.
+_BARE = re.compile(r"[\s0-9.,()+\-\u2212]+")
 
 
 @dataclass(frozen=True)
@@ -83,14 +85,13 @@ class TatQaScore:
 def gold_spans(original_answer: str) -> list[str]:
     """The spans of an `original_answer`: the items of a Python-list string, else the text itself."""
     text = original_answer.strip()
-    if text.startswith("[") and text.endswith("]"):
-        try:
-            items = ast.literal_eval(text)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            items = None
-        if isinstance(items, (list, tuple)):
-            return [str(item) for item in items]
-    return [text]
+    if not (text.startswith("[") and text.endswith("]")):
+        return [text]
+    try:
+        items = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return [text]
+    return [str(item) for item in items]  # a literal in brackets is a list
 
 
 def _rounded(value: Decimal, power: int) -> Decimal:
@@ -130,12 +131,8 @@ def _token_key(token: str) -> str:
 
 def _text_key(span: str) -> str:
     """DROP's normalisation of a text span, with tokens split on spaces only (a sign stays)."""
-    parts = []
-    for token in span.split(" "):
-        token = " ".join(_ARTICLES.sub(" ", _token_key(token)).split())
-        if token:
-            parts.append(token)
-    return " ".join(parts)
+    keys = (_token_key(token) for token in span.split())
+    return " ".join(key for key in keys if key and key not in _ARTICLES)
 
 
 @dataclass(frozen=True)
@@ -164,21 +161,11 @@ def _in_percent(span: str) -> _Span | None:
     return _Span(_number_key(number), number, -2)
 
 
-_BARE = re.compile(r"[\s0-9.,()+\-\u2212]+")
-
-
-def _predicted_number(prediction: float, gold_power: int, shift: int = 0) -> Decimal | None:
-    """The prediction (times 10**shift) as TAT-QA compares it: rounded to 2 decimals in its own unit (a fraction
-    against a gold percentage, t2rag's answer convention, so in percent points there)."""
-    try:
-        value = Decimal(repr(float(prediction))).scaleb(shift)
-    except (InvalidOperation, ValueError):
-        return None
-    if not value.is_finite():
-        return None
-    if gold_power == -2:
-        return _rounded(value.scaleb(2), -2)
-    return _rounded(value, 0)
+def _predicted_number(prediction: float, in_percent: bool, shift: int = 0) -> Decimal:
+    """A finite prediction (times 10**shift) as TAT-QA compares it: rounded to 2 decimals in its own unit (a
+    fraction against a gold in percent, t2rag's answer convention, so in percent points there)."""
+    value = Decimal(repr(float(prediction))).scaleb(shift)
+    return _rounded(value.scaleb(2), -2) if in_percent else _rounded(value, 0)
 
 
 def _bag_f1(predicted: _Span, gold: _Span) -> float:
@@ -194,7 +181,7 @@ def _bag_f1(predicted: _Span, gold: _Span) -> float:
 
 
 def _aligned_f1(predicted: list[_Span], gold: list[_Span]) -> float:
-    scores = np.array([[_bag_f1(p, g) for p in predicted] for g in gold], dtype=float)
+    scores = np.array([[_bag_f1(p, g) for p in predicted] for g in gold])
     rows, cols = linear_sum_assignment(-scores)
     return float(scores[rows, cols].sum()) / max(len(gold), len(predicted))
 
@@ -208,9 +195,9 @@ def _error_kind(prediction: float, gold: _Span) -> str | None:
         if (candidate > 0) != (gold.number > 0):
             continue
         shift = round(float(abs(gold.number).log10()) - math.log10(abs(candidate)))
-        if kind == "sign" and _predicted_number(candidate, gold.power) == gold.number:
+        if kind == "sign" and _predicted_number(candidate, gold.power == -2) == gold.number:
             return "sign"
-        if shift and _predicted_number(candidate, gold.power, shift) == gold.number:
+        if shift and _predicted_number(candidate, gold.power == -2, shift) == gold.number:
             return "scale_sign" if kind == "sign" else "scale"
     return None
 
@@ -225,11 +212,13 @@ def tatqa_score(
     the model answered where it gave no number (or None), `percent` whether the question asks for a percentage
     (t2rag.metrics.percent_rule; None: the gold's scale is as written, as in every release that keeps it)."""
     spans = gold_spans(original_answer)
-    gold = [_span(s) for s in spans]
-    gold = [g for g in gold if g.key] or [_Span("", None)]
-    if percent is None or len(spans) != 1 or _in_percent(spans[0]) is None:
+    gold = [g for g in map(_span, spans) if g.key]
+    if not gold:  # nothing to match
+        return TatQaScore(0.0, 0.0)
+    in_percent = _in_percent(spans[0]) if percent is not None and len(spans) == 1 else None
+    if in_percent is None:
         return _scored(prediction, answer_text, gold)
-    as_percent = _scored(prediction, answer_text, [_in_percent(spans[0])])
+    as_percent = _scored(prediction, answer_text, [in_percent])
     if percent == "percent":
         return replace(as_percent, percent=percent)
     as_written = replace(_scored(prediction, answer_text, gold), percent=percent)
@@ -242,9 +231,8 @@ def _scored(prediction: float | None, answer_text: str | None, gold: list[_Span]
         if scaled is not None and scaled[1] == 0:  # a number without a scale word is read as a predicted number
             prediction = float(scaled[0])
     if prediction is not None and math.isfinite(prediction):
-        power = next((g.power for g in gold if g.number is not None), 0)
-        number = _predicted_number(prediction, power)
-        predicted = [_Span(_number_key(number), number)] if number is not None else []
+        in_percent = next((g.power == -2 for g in gold if g.number is not None), False)
+        predicted = [_Span(_number_key(_predicted_number(prediction, in_percent)), None)]
     else:
         predicted = [_span(answer_text)] if answer_text and _span(answer_text).key else []
     if not predicted:

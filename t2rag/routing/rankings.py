@@ -8,6 +8,7 @@ ranking puts it first, so the ideal DCG is 1).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,10 +34,9 @@ def oracle_ranking(subset: str, loaded: Sequence[str]) -> list[str]:
 
 def semantic_rankings(questions: np.ndarray, descriptions: np.ndarray, loaded: Sequence[str]) -> list[list[str]]:
     """Subsets ranked by the cosine similarity of each question's vector with each description's (ties: load
-    order)."""
-    q = questions / np.maximum(np.linalg.norm(questions, axis=1, keepdims=True), 1e-12)
+    order). A question's own length scales its row of similarities alike, so only the descriptions are normalised."""
     d = descriptions / np.maximum(np.linalg.norm(descriptions, axis=1, keepdims=True), 1e-12)
-    similarity = q @ d.T
+    similarity = questions @ d.T
     order = np.argsort(-similarity, axis=1, kind="stable")
     return [[loaded[j] for j in row] for row in order.tolist()]
 
@@ -44,18 +44,27 @@ def semantic_rankings(questions: np.ndarray, descriptions: np.ndarray, loaded: S
 def llm_ranking(text: str | None, loaded: Sequence[str]) -> tuple[list[str], bool]:
     """The subsets a generator's reply ranks (`{"ranking": [...]}`, else the subsets' names in the order the text
     names them), the ones it leaves out after them in load order; and whether the reply named any."""
-    named: list[str] = []
+    if not text:
+        return list(loaded), False
+    named = list(dict.fromkeys(_json_ranking(text, loaded) or _named_in_prose(text, loaded)))
+    return named + [s for s in loaded if s not in named], bool(named)
+
+
+def _json_ranking(text: str, loaded: Sequence[str]) -> list[str]:
+    """The loaded subsets the reply's last object with a `ranking` list names, in its order (any case)."""
     lowered = {s.lower(): s for s in loaded}
-    for obj in reversed(decode_objects(text or "")):
+    for obj in reversed(decode_objects(text)):
         items = next((v for k, v in obj.items() if str(k).lower() == "ranking"), None)
         if isinstance(items, list):
-            named = [lowered[str(i).strip().lower()] for i in items if str(i).strip().lower() in lowered]
-            break
-    if not named and text:
-        where = {s: text.lower().find(s.lower()) for s in loaded}
-        named = sorted((s for s, i in where.items() if i >= 0), key=lambda s: where[s])
-    named = list(dict.fromkeys(named))
-    return named + [s for s in loaded if s not in named], bool(named)
+            return [lowered[str(i).strip().lower()] for i in items if str(i).strip().lower() in lowered]
+    return []
+
+
+def _named_in_prose(text: str, loaded: Sequence[str]) -> list[str]:
+    """The loaded subsets the text names as words of their own (any case; "ConvFinQA" does not name FinQA), in the
+    order it first names them."""
+    found = {s: re.search(rf"(?<![a-z0-9]){re.escape(s)}(?![a-z0-9])", text, re.IGNORECASE) for s in loaded}
+    return sorted((s for s, m in found.items() if m), key=lambda s: found[s].start())
 
 
 def searched_corpus(ranking: Sequence[str], top: int, loaded: Sequence[str]) -> str:

@@ -102,8 +102,9 @@ def test_every_figure_of_a_method_s_ratings_by_hand():
 
 
 def test_a_method_with_no_parsed_verdict_has_no_shares():
-    table = pa.Table.from_pylist([{"method": "m", "subset": "FinQA", "id": "q1", "order": "method_first",
-                                   "winner": None, "nm_method": True, "nm_baseline": True, "choice": None}])  # fmt: skip
+    row = {"method": "m", "subset": "FinQA", "id": "q1", "order": "method_first", "winner": None, "nm_method": True,
+           "nm_baseline": True, "choice": None}  # fmt: skip
+    table = pa.Table.from_pylist([row])
     found = ratings(table, k=16, rounds=10, seed=0)["m"]
     assert (found["rating"], found["ci95"], found["games"]) == (1000.0, [1000.0, 1000.0], 0)
     assert found["first_position_share"] is None and found["subsets"] == {}
@@ -144,3 +145,46 @@ def test_the_ratings_table_rows():
         ["m", "all", 1010.0, [990.0, 1030.0], 3, 2, 0, 1, 1, 66.67, 0.25, 50.0],
         ["m", "FinQA", 1008.0, [1000.0, 1016.0], 1, 1, 0, 0, None, None, None, None],
     ]
+
+
+def test_shares_are_kept_to_2_decimals():
+    """One decided verdict of three chose answer 1 (33.33%); Number Match agrees with two of three (66.67%)."""
+    rows = [
+        ("q1", "method", True, False, "1"),  # NM: method; agree
+        ("q2", "baseline", False, True, "2"),  # NM: baseline; agree
+        ("q3", "method", False, True, "2"),  # NM: baseline; disagree
+    ]
+    table = pa.Table.from_pylist([
+        {"method": "m", "subset": "FinQA", "id": q, "order": "method_first", "winner": w, "nm_method": a,
+         "nm_baseline": b, "choice": c} for q, w, a, b, c in rows
+    ])  # fmt: skip
+    found = ratings(table, k=16, rounds=10, seed=0)["m"]
+    assert found["first_position_share"] == 33.33
+    # judge (method, baseline, method), NM (method, baseline, baseline): observed 2/3; chance method 2/3 x 1/3 +
+    # baseline 1/3 x 2/3 = 4/9; kappa (6/9 - 4/9) / (5/9) = 0.4
+    assert found["number_match_agreement"] == {"verdicts": 3, "agree": 66.67, "kappa": 0.4}
+
+
+def test_kappa_refuses_two_raters_of_different_items():
+    with pytest.raises(ValueError):
+        cohen_kappa(["tie", "tie"], ["tie"])
+
+
+def test_the_interval_is_reproducible_by_its_seed():
+    """The same seed draws the same resamples, so the same interval; the interval over questions of mixed outcomes
+    moves with the seed."""
+    from t2rag.judge.ratings import rate
+
+    games = [(f"q{i}", [1.0, 0.0, 0.5, 1.0, 0.0, 1.0, 0.0, 0.0][i]) for i in range(8)]
+    first = [rate(games, k=32, rounds=30, seed=5).ci95 for _ in range(2)]
+    assert first[0] == first[1]
+    others = {tuple(rate(games, k=32, rounds=30, seed=s).ci95) for s in range(6)}
+    assert len(others) > 1
+    table = pa.Table.from_pylist([
+        {"method": "m", "subset": "FinQA", "id": q, "order": "method_first",
+         "winner": {1.0: "method", 0.5: "tie", 0.0: "baseline"}[s], "nm_method": None, "nm_baseline": None}
+        for q, s in games
+    ])  # fmt: skip
+    found = [ratings(table, k=32, rounds=30, seed=5)["m"] for _ in range(2)]
+    assert found[0]["ci95"] == found[1]["ci95"] == first[0]
+    assert found[0]["subsets"]["FinQA"]["ci95"] == first[0]

@@ -170,3 +170,50 @@ def test_a_text_answer_against_a_percent_gold_is_read_as_a_predicted_number_or_a
     original = ORIGINAL["tatqa_dev_10207"]
     scores = [tatqa_score(None, text, original, "percent") for text in ("0.132", "13.2%", "13.2")]
     assert [(s.em, s.error) for s in scores] == [(1, None), (1, None), (0, "scale")]
+
+
+# Edges of the definitions, each worked by hand: (original answer, predicted number, answer text, percent reading,
+# EM, F1, error kind)
+EDGES = [
+    ("['the Americas']", None, "Europe", None, 0, 0.0, None),  # no word in common
+    ("0", 5.0, None, None, 0, 0.0, None),  # no power of ten or sign turns 5 into 0: no error kind
+    ("5", 0.0, None, None, 0, 0.0, None),  # nor 0 into 5
+    ("-5", 0.0, None, None, 0, 0.0, None),  # nor into -5
+    ("['December 2021']", 2021.004, None, None, 0, 0.6667, None),  # 2021.00 at 2 decimals: p 1/1, r 1/2
+    ("5", float("inf"), None, None, 0, 0.0, None),  # not a number to compare
+    ("0", -0.001, None, None, 1, 1.0, None),  # -0.001 is 0.00 at 2 decimals, and -0 is 0
+    ("['$533 million']", 533.1, None, None, 0, 0.0, None),  # 533,100,000 is not 533,000,000: no scale error
+    ("['up 5%, to $54.7 million']", None, "up 5% to $54.7 million", None, 1, 1.0, None),  # "5%," is 5%
+    ("[]", 5.0, None, None, 0, 0.0, None),  # an empty gold matches nothing
+    ("['']", None, "", None, 0, 0.0, None),
+    ("['$13.2']", 0.132, None, "percent", 0, 0.0, "scale"),  # money, never read as a percentage
+    ("['-']", 0.0, None, "percent", 0, 0.0, None),  # not a number: never read as one
+    ("1,2,3", 123.0, None, "percent", 1, 1.0, None),  # digits but not one number (its groups are not of 3)
+    ("0.45", None, "0.45", "undecided", 1, 1.0, None),  # a text number, read as written and as a percentage
+]
+
+
+@pytest.mark.parametrize(("original", "prediction", "text", "percent", "em", "f1", "error"), EDGES)
+def test_edges_of_the_definitions(original, prediction, text, percent, em, f1, error):
+    score = tatqa_score(prediction, text, original, percent)
+    assert (score.em, score.f1, score.error) == (em, f1, error)
+
+
+def test_f1_is_kept_to_4_decimals():
+    assert tatqa_score(None, "about 67%", "['67%']").f1 == 0.6667  # 2/3
+
+
+def test_an_undecided_text_answer_keeps_both_readings():
+    score = tatqa_score(None, "0.45", "0.45", "undecided")
+    assert (score.em, score.percent, score.em_if_percent) == (1.0, "undecided", 0.0)  # 0.45 is not 0.45%
+    score = tatqa_score(None, "0.0045", "0.45", "undecided")
+    assert (score.em, score.em_if_percent) == (0.0, 1.0)
+
+
+def test_gold_spans_keep_a_tuple_looking_number_whole():
+    assert gold_spans("(1,212)") == ["(1,212)"]  # an accounting negative, not a Python tuple
+    assert gold_spans("[1, 2.5]") == ["1", "2.5"]
+    assert gold_spans("['a', 'b'] plus") == ["['a', 'b'] plus"]
+    assert gold_spans("[x, y]") == ["[x, y]"]  # brackets without a Python list inside
+    assert gold_spans("[5]") == ["5"]
+    assert gold_spans("['2018'] # a note") == ["['2018'] # a note"]  # a list and more is one span

@@ -61,3 +61,32 @@ def test_the_searched_corpus_is_the_top_subset_their_union_or_everything():
     assert searched_corpus(["TAT-DQA", "FinQA", "ConvFinQA"], 2, LOADED) == "FinQA+TAT-DQA"
     assert searched_corpus(["TAT-DQA", "FinQA", "ConvFinQA"], 3, LOADED) == "pooled"
     assert searched_corpus(["TAT-DQA", "FinQA"], 2, ["FinQA", "TAT-DQA"]) == "pooled"
+
+
+@pytest.mark.parametrize(
+    ("reply", "ranking"),
+    [
+        # the JSON's ranking wins over the order the prose names them in
+        ('FinQA looks close, but {"ranking": ["TAT-DQA", "FinQA"]}', ["TAT-DQA", "FinQA", "ConvFinQA"]),
+        ('{"RANKING": [" ConvFinQA "]} and FinQA', ["ConvFinQA", "FinQA", "TAT-DQA"]),  # any case, spaces trimmed
+        ("FinQA, then TAT-DQA.", ["FinQA", "TAT-DQA", "ConvFinQA"]),  # a name at the reply's first character
+        ("FinQA or TAT-DQA; FinQA most likely", ["FinQA", "TAT-DQA", "ConvFinQA"]),  # each where first named
+        ('{"ranking": []} TAT-DQA', ["TAT-DQA", "FinQA", "ConvFinQA"]),  # an empty ranking: the prose
+        ('{"answer": "TAT-DQA"} or FinQA', ["TAT-DQA", "FinQA", "ConvFinQA"]),  # no ranking key: the prose
+        ("ConvFinQA, surely", ["ConvFinQA", "FinQA", "TAT-DQA"]),  # naming ConvFinQA does not name FinQA
+    ],
+)
+def test_the_llm_routers_json_and_prose(reply, ranking):
+    assert llm_ranking(reply, LOADED) == (ranking, True)
+
+
+def test_the_union_of_subsets_is_named_in_load_order():
+    assert searched_corpus(["FinQA", "ConvFinQA", "TAT-DQA"], 2, LOADED) == "FinQA+ConvFinQA"  # not alphabetical
+    assert searched_corpus(["TAT-DQA", "ConvFinQA"], 2, LOADED) == "ConvFinQA+TAT-DQA"
+
+
+def test_descriptions_shorter_than_one_are_normalised_too():
+    """Cosines, not dot products: descriptions of lengths 0.1 and 0.5 along the two axes score a question
+    (1, 0.5) at 0.894 and 0.447 by cosine, where dot products (0.1, 0.25) would put the second first."""
+    descriptions = np.array([[0.1, 0.0], [0.0, 0.5], [0.0, 0.0]])
+    assert semantic_rankings(np.array([[1.0, 0.5]]), descriptions, LOADED) == [["FinQA", "ConvFinQA", "TAT-DQA"]]
