@@ -90,3 +90,17 @@ def test_descriptions_shorter_than_one_are_normalised_too():
     (1, 0.5) at 0.894 and 0.447 by cosine, where dot products (0.1, 0.25) would put the second first."""
     descriptions = np.array([[0.1, 0.0], [0.0, 0.5], [0.0, 0.0]])
     assert semantic_rankings(np.array([[1.0, 0.5]]), descriptions, LOADED) == [["FinQA", "ConvFinQA", "TAT-DQA"]]
+
+
+def test_the_llm_routers_prose_is_read_in_any_case():
+    assert llm_ranking("probably tat-dqa", LOADED) == (["TAT-DQA", "FinQA", "ConvFinQA"], True)
+
+
+def test_ties_keep_the_load_order_however_many_subsets():
+    """Forty subsets described in three directions, (1, 0), (0, 1) and (1, 1) in turn: a question (1, 0) scores
+    them 1, 0 and 0.7071, so it ranks every third from the first, then every third from the third, then the rest,
+    each group in load order."""
+    loaded = [f"S{i}" for i in range(40)]
+    descriptions = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]] * 14)[:40]
+    expected = [loaded[i] for r in (0, 2, 1) for i in range(40) if i % 3 == r]
+    assert semantic_rankings(np.array([[1.0, 0.0]]), descriptions, loaded) == [expected]
