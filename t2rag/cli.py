@@ -375,7 +375,7 @@ def cmd_fit_fusion(args: argparse.Namespace) -> int:
 
 def cmd_rates_measure(args: argparse.Namespace) -> int:
     from t2rag.config import load_config
-    from t2rag.estimate.calibrate import embeds, plugin_code, write_rates
+    from t2rag.estimate.calibrate import embeds, plugins_to_measure, write_rates
 
     overrides = data_overrides(args)
     if args.generator:
@@ -395,7 +395,7 @@ def cmd_rates_measure(args: argparse.Namespace) -> int:
         measured["generator"] = rates.generators[config.generator.model].model_dump()
     if embeds(config):
         measured["embedder"] = rates.embedders[config.retrieval.embedder.model].model_dump()
-    measured.update({f"plugin {name}": rates.plugins[name].model_dump() for name in plugin_code(config)})
+    measured.update({f"plugin {name}": rates.plugins[name].model_dump() for name in plugins_to_measure(config)})
     if args.json:
         print_json({"out": args.out, **measured})
         return 0

@@ -29,6 +29,7 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import yaml
 
 from t2rag import plugins
@@ -193,7 +194,7 @@ def measure_embedder(config: RunConfig, resources: Resources) -> EmbedderRate:
 def measure_rates(config: RunConfig) -> Rates:
     """The run's rates file with its generator's, embedder's and plugins' entries measured on this machine (those
     the run has: a run of plugin methods alone needs no generator)."""
-    if config.generator is None and not plugin_code(config):
+    if config.generator is None and not plugins_to_measure(config):
         raise ConfigError("rates measure needs a generator: set generator in the config or pass --generator")
     resources = Resources(config)
     rates = load_rates(config.estimate.rates)
@@ -208,7 +209,7 @@ def measure_rates(config: RunConfig) -> Rates:
     )
 
 
-def plugin_code(config: RunConfig) -> dict[str, str]:
+def plugins_to_measure(config: RunConfig) -> dict[str, str]:
     """Each plugin stage and plugin retriever the run's methods use, with the first method that runs it."""
     used = config.plugins_used()
     out: dict[str, str] = {}
@@ -227,7 +228,7 @@ def measure_plugins(config: RunConfig, resources: Resources) -> dict[str, Plugin
     PROBE_WARM questions, then timed on PROBE_ROWS more (the retrieval stage's time is its retriever's)."""
     questions = resources.questions.scored()
     out: dict[str, PluginRate] = {}
-    for name, method_name in plugin_code(config).items():
+    for name, method_name in plugins_to_measure(config).items():
         method = get_method(method_name)
         steps = built(resources, method.stages)
         seconds: dict[str, float] = {}
@@ -253,10 +254,8 @@ def measure_plugins(config: RunConfig, resources: Resources) -> dict[str, Plugin
     return out
 
 
-def _rows(questions, start: int, count: int, method: str):
+def _rows(questions: pa.Table, start: int, count: int, method: str) -> pa.Table:
     """Rows of the plan's shape for `count` questions from `start` (wrapping round a small data set)."""
-    import pyarrow as pa
-
     n = questions.num_rows
     picked = questions.take(pa.array([(start + i) % n for i in range(count)]))
     columns = {c: picked.column(c) for c in ("id", "subset", "question", "context_id")}

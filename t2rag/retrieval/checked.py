@@ -37,8 +37,10 @@ class PassageVectors:
         """The corpus's passage vectors, in corpus order: read from the cache, embedded here only when missing."""
         plan = self.table(corpus)
         store = VectorStore(self.index_uri, self.ann)
-        embed = lambda texts: make_embedder(self.embedder).embed_passages(texts)  # noqa: E731 (loads on a miss)
-        return store.get_or_build(plan.table, plan.passages, embed).vectors()
+        return store.get_or_build(plan.table, plan.passages, self._embed).vectors()
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return make_embedder(self.embedder).embed_passages(texts)  # the model loads only when the cache misses
 
 
 class CheckedRetriever(Retriever):

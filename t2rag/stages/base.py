@@ -86,10 +86,12 @@ def run_chain(steps: Sequence[tuple[str, Stage]], batch: pa.Table, on_stage: OnS
             raise ValueError(f"stage {name} reads {missing}, which the batch lacks (it has {batch.column_names})")
         start = time.perf_counter()
         before, batch = batch, stage(batch)
-        if "context_ids" in stage.adds.names and not plugins.origin_of("t2rag.stages", name).built_in:
+        seconds = time.perf_counter() - start
+        if "context_ids" in before.column_names and "context_ids" in stage.adds.names \
+                and not plugins.origin_of("t2rag.stages", name).built_in:  # fmt: skip
             checked_ranking(name, before, batch)
         if on_stage is not None:
-            on_stage(name, batch.num_rows, time.perf_counter() - start)
+            on_stage(name, batch.num_rows, seconds)
     return batch
 
 
