@@ -108,9 +108,14 @@ def scores_problem(scores: object, lengths: list[int]) -> str | None:
         got = len(scores) if isinstance(scores, Sequence | np.ndarray) else type(scores).__name__
         return f"scores for {got} questions of {len(lengths)} (a row dropped or added)"
     for i, (mine, n) in enumerate(zip(scores, lengths, strict=True)):
-        values = np.asarray(mine, dtype=np.float64).ravel() if isinstance(mine, Sequence | np.ndarray) else None
-        if values is None or len(values) != n:
-            return f"{len(values) if values is not None else 'no'} scores for the {n} candidates of question {i}"
-        if not np.isfinite(values).all():
+        if not isinstance(mine, Sequence | np.ndarray) or isinstance(mine, str):
+            return f"a {type(mine).__name__}, not a list of scores, for question {i}"
+        if len(mine) != n:
+            return f"{len(mine)} scores for the {n} candidates of question {i}"
+        try:
+            values = np.asarray(mine, dtype=np.float64)
+        except (TypeError, ValueError):
+            return f"scores that are not numbers for question {i}"
+        if values.ndim != 1 or not np.isfinite(values).all():
             return f"a score that is not a finite number for question {i}"
     return None
