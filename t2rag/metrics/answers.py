@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from t2rag.metrics.finqa import execution_match, program_match
 from t2rag.metrics.percent_rule import SCALE_DROPPED, percent_reading
-from t2rag.metrics.tatqa import TatQaScore, tatqa_score
+from t2rag.metrics.tatqa import tatqa_score
 
 #: The record columns these yardsticks fill: `em` (0 or 1) and `f1` (0..1) against the question's
 #: `original_answer` (null where the source has none), `em_error` (scale, sign or scale_sign: an EM miss such a
@@ -29,8 +29,9 @@ ANSWER_SCORE_TYPES: dict[str, pa.DataType] = {
     "em_if_percent": pa.float64(),
 }
 
-#: The TatQaScore field each EM column is read from, where the names differ.
-_SCORE_FIELDS = {"em_error": "error", "percent_reading": "percent"}
+#: The TatQaScore field each of TAT-QA's columns is read from.
+_TATQA_FIELDS = {"em": "em", "f1": "f1", "em_error": "error", "percent_reading": "percent",
+                 "em_if_percent": "em_if_percent"}  # fmt: skip
 
 
 def answer_scores(
@@ -58,7 +59,7 @@ def answer_scores(
     for value, text, reference, original, program, reading in rows:
         cols["exe_acc"].append(execution_match(value, reference))
         cols["program_acc"].append(None if program is None else program_match(text, program))
-        score = TatQaScore(None, None) if original is None else tatqa_score(value, text, original, reading)  # type: ignore[arg-type]
-        for name in ("em", "f1", "em_error", "percent_reading", "em_if_percent"):
-            cols[name].append(getattr(score, _SCORE_FIELDS.get(name, name)))
+        score = None if original is None else tatqa_score(value, text, original, reading)
+        for name, scored in _TATQA_FIELDS.items():
+            cols[name].append(None if score is None else getattr(score, scored))
     return {name: pa.array(values, ANSWER_SCORE_TYPES[name]) for name, values in cols.items()}
