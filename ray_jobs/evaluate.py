@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import sys
-import time
+from collections.abc import Iterator
 
 from ray_jobs.build_index import build_indexes
 from ray_jobs.common import count_loads_on_meter, log_stage_lines, ray_session, read_meter, stage_meter
@@ -32,15 +32,13 @@ from ray_jobs.preflight import pools_of, require_fit
 from ray_jobs.table_blocks import dataset_from_table
 from t2rag.config import RunConfig, load_config
 from t2rag.errors import T2RagError, first_line
-from t2rag.estimate.plan_vs_run import plan_of_run
 from t2rag.methods import ANSWER_TAIL
-from t2rag.pipeline.model_check import require_models
-from t2rag.pipeline.plugin_check import probe_plugins
-from t2rag.pipeline.run import claim_run, finish_run, run_attempts
+from t2rag.pipeline.lifecycle import run_lifecycle
+from t2rag.pools import PoolShape
 from t2rag.progress import StageLog
 from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
-from t2rag.run_folder.files import RECORDS_DIR, done_keys
+from t2rag.run_folder.files import RECORDS_DIR
 from t2rag.run_folder.records import to_answer_inputs, to_records
 from t2rag.stages.work import WorkGroup, split_chain, work_left
 from t2rag.storage import join
@@ -76,55 +74,67 @@ def run_ray(config: RunConfig, overwrite: bool = False) -> dict:
     A run whose pools cannot be placed on the cluster is refused first (`ray_jobs.preflight.PlacementError`).
     Then up to `max_attempts` attempts (`run_attempts`) compute what is missing, against one generator service
     held for the whole run: a lost node or a failed job costs its blocks in flight and the next attempt resumes."""
-    started = time.time()
     config = durable(config)  # inside a Ray job: nothing written where it vanishes with the job
     resources = Resources(config, log=StageLog())
-    with ray_session(config.ray):
-        require_fit(config, resources)  # refuse in seconds what could never be placed, before any model loads
-        work = work_left(config, resources.questions, done_keys(config.out))
-        require_models(config, work)  # and what needs a model that cannot be had
-        probe_plugins(config, resources)  # and a plugin retriever or reranker that answers in the wrong shape
-        shapes = {p.role: p.shape for p in pools_of(config, resources, work)}
-        plan = plan_of_run(config, resources, work, {r: s for r, s in shapes.items() if r in ("passages", "queries")})
-        with claim_run(config, resources.questions, overwrite), GeneratorService(config) as service:
-            return _run(config, resources, started, service, plan)
+    return run_lifecycle(config, resources, RayRunner(config, resources), overwrite)
 
 
-def _run(config: RunConfig, resources: Resources, started: float, service: GeneratorService, plan: dict | None) -> dict:
-    import ray
+class RayRunner:
+    """The lifecycle's `Runner` on Ray: each attempt builds the indexes on the cluster and streams the work left
+    through the placed stages, every generation going to the run's one generator service."""
 
-    stage_log = resources.log
-    meter = stage_meter()
-    read_meter(meter, "reset")
-    count_loads_on_meter()  # the driver's own loads (none, unless it builds something itself)
-    indexes: list[dict] = []
+    name = "ray"
 
-    def pending(done: set[tuple[str, str]]) -> int:
-        return sum(g.rows.num_rows for g in work_left(config, resources.questions, done))
+    def __init__(self, config: RunConfig, resources: Resources):
+        self.config = config
+        self.resources = resources
+        self.service: GeneratorService | None = None
+        self.indexes: list[dict] = []
+        self.meter = None
 
-    def compute(done: set[tuple[str, str]]) -> None:
+    def session(self) -> contextlib.AbstractContextManager[None]:
+        return ray_session(self.config.ray)
+
+    def check_fit(self) -> None:
+        require_fit(self.config, self.resources)
+
+    def embedding_shapes(self, work: list[WorkGroup]) -> dict[str, PoolShape]:
+        shapes = {p.role: p.shape for p in pools_of(self.config, self.resources, work)}
+        return {r: s for r, s in shapes.items() if r in ("passages", "queries")}
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        with GeneratorService(self.config) as service:
+            self.service = service
+            self.meter = stage_meter()
+            read_meter(self.meter, "reset")
+            count_loads_on_meter()  # the driver's own loads (none, unless it builds something itself)
+            try:
+                yield
+            finally:
+                self.service = None
+
+    def compute(self, done: set[tuple[str, str]]) -> None:
+        config, resources, stage_log = self.config, self.resources, self.resources.log
         with stage_log.stage("build_index", 0):
-            indexes[:] = build_indexes(config, resources, service)
+            self.indexes[:] = build_indexes(config, resources, self.service)
         work = work_left(config, resources.questions, done)
         rows = sum(g.rows.num_rows for g in work)
         log.info("evaluate: %d records to compute (%d already done)", rows, len(done))
         with stage_log.stage("pipeline", rows):
-            placed_work(config, work, service).write_parquet(join(config.out, RECORDS_DIR))
+            placed_work(config, work, self.service).write_parquet(join(config.out, RECORDS_DIR))
 
-    attempts = run_attempts(config, config.max_attempts, pending, compute)
-    return finish_run(
-        config,
-        stage_log,
-        started,
-        "ray",
-        resources.data_description(),
-        attempts,
-        read_meter(meter, "model_loads"),
-        plan,
-        ray_stages=log_stage_lines(read_meter(meter)),
-        indexes=indexes,
-        cluster_resources=ray.cluster_resources(),
-    )
+    def model_loads(self) -> dict[str, int]:
+        return read_meter(self.meter, "model_loads")
+
+    def manifest_extra(self) -> dict:
+        import ray
+
+        return {
+            "ray_stages": log_stage_lines(read_meter(self.meter)),
+            "indexes": self.indexes,
+            "cluster_resources": ray.cluster_resources(),
+        }
 
 
 def main(argv: list[str] | None = None) -> int:

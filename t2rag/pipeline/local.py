@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import logging
 import os
-import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from t2rag.config import RunConfig
-from t2rag.estimate.plan_vs_run import plan_of_run
 from t2rag.generation.prefix import prefix_order
 from t2rag.generation.registry import engine_of
 from t2rag.methods import ANSWER_TAIL
 from t2rag.model_loads import loads, loads_since
-from t2rag.pipeline.model_check import require_models
-from t2rag.pipeline.plugin_check import probe_plugins
-from t2rag.pipeline.run import claim_run, finish_run, run_attempts
+from t2rag.pipeline.lifecycle import run_lifecycle
 from t2rag.pools import PoolShape
 from t2rag.progress import Progress, StageLog
 from t2rag.resources import Resources
-from t2rag.run_folder.files import done_keys, new_part_name, write_records
+from t2rag.run_folder.files import new_part_name, write_records
 from t2rag.run_folder.records import to_answer_inputs, to_records
 from t2rag.stages import STAGES, Stage
 from t2rag.stages.base import run_chain
@@ -41,14 +39,20 @@ PREFIX_WINDOW_QUESTIONS = 1024
 
 
 class LocalRunner:
-    """Runs a RunConfig in this process and writes records, result and manifest under `config.out`."""
+    """Runs a RunConfig in this process and writes records, result and manifest under `config.out`: the
+    lifecycle's `Runner` that computes every block here."""
 
-    def __init__(self, config: RunConfig, resources: Resources | None = None):
+    def __init__(self, config: RunConfig, resources: Resources | None = None, stages: dict[str, Stage] | None = None):
+        """`stages` replace the named stages of this process (a sweep's trial sends `generate` to the sweep's
+        shared generator service)."""
         self.config = config
         self.log = StageLog()
         self.resources = resources or Resources(config, log=self.log)
         self.resources.log = self.log
-        self._stages: dict[str, Stage] = {}
+        self._stages: dict[str, Stage] = dict(stages or {})
+        self._loads_before: dict[str, int] = loads()
+
+    name = "local"
 
     def stage(self, name: str) -> Stage:
         """The named stage, built once for this process."""
@@ -56,36 +60,36 @@ class LocalRunner:
             self._stages[name] = STAGES[name](self.resources)
         return self._stages[name]
 
-    def work_left(self, done: set[tuple[str, str]]) -> list[WorkGroup]:
-        return work_left(self.config, self.resources.questions, done)
+    def session(self) -> AbstractContextManager[None]:
+        self._loads_before = loads()  # the run's loads, its probes' included
+        return nullcontext()
 
-    def run(self, overwrite: bool = False) -> dict:
-        started = time.time()
-        before = loads()
-        work = self.work_left(done_keys(self.config.out))
-        require_models(self.config, work)  # before any work: seconds, not after hours
-        probe_plugins(self.config, self.resources)
+    def check_fit(self) -> None:
+        """Nothing to place: this process runs every stage."""
+
+    def embedding_shapes(self, work: list[WorkGroup]) -> dict[str, PoolShape]:
         # This process embeds with every CPU it has: one pool of one actor, for passages and for queries alike.
         shape = PoolShape(1, float(os.cpu_count() or 1), 0.0)
-        estimate = plan_of_run(self.config, self.resources, work, {"passages": shape, "queries": shape})
-        with claim_run(self.config, self.resources.questions, overwrite):
-            try:
-                attempts = run_attempts(self.config, self.config.max_attempts, self.pending, self.compute)
-            finally:
-                self.resources.close()
-            return finish_run(
-                self.config,
-                self.log,
-                started,
-                "local",
-                self.resources.data_description(),
-                attempts,
-                loads_since(before),
-                estimate,
-            )
+        return {"passages": shape, "queries": shape}
 
-    def pending(self, done: set[tuple[str, str]]) -> int:
-        return sum(g.rows.num_rows for g in self.work_left(done))
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self.resources.close()
+
+    def model_loads(self) -> dict[str, int]:
+        return loads_since(self._loads_before)
+
+    def manifest_extra(self) -> dict:
+        return {}
+
+    def run(self, overwrite: bool = False) -> dict:
+        return run_lifecycle(self.config, self.resources, self, overwrite)
+
+    def work_left(self, done: set[tuple[str, str]]) -> list[WorkGroup]:
+        return work_left(self.config, self.resources.questions, done)
 
     def compute(self, done: set[tuple[str, str]]) -> None:
         work = self.work_left(done)
