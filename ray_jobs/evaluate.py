@@ -149,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, {"out": args.out} if args.out else None)
         with contextlib.redirect_stdout(sys.stderr):  # Ray's forwarded worker lines must not mix with the JSON
             result = run_ray(config, overwrite=args.overwrite)
+            if config.tracking.mlflow is not None:
+                from t2rag.results.tracking import log_single_run
+
+                result["mlflow_run_id"] = log_single_run(config, result["out"])
     except Exception as exc:  # one line and a non-zero exit: an escaped exception can hang in Ray's hook
         log.debug("the job failed", exc_info=True)
         print(f"ray_jobs.evaluate: error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)

@@ -161,12 +161,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     logging.getLogger("t2rag.progress").setLevel(logging.INFO)
     config = load_config(args.config, config_overrides(args))
+    if config.tracking.mlflow is not None:  # an unreachable tracking server is refused before the run, not after
+        from t2rag.results.tracking import check_tracking
+
+        check_tracking(config.tracking, config.out)
     if config.runner == "ray":
         from ray_jobs.evaluate import run_ray
 
         result = run_ray(config, overwrite=args.overwrite)
     else:
         result = run_local(config, overwrite=args.overwrite)
+    if config.tracking.mlflow is not None:
+        from t2rag.results.tracking import log_single_run
+
+        result["mlflow_run_id"] = log_single_run(config, result["out"])
     if args.json:
         print_json(result)
         return 0
@@ -192,29 +200,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ray_jobs.preflight import cluster_file_target, live_target, local_target, make_plan, render
+    from ray_jobs.preflight import make_plan, render
     from t2rag.config import load_config
+    from t2rag.sweep.spec import is_sweep_file
 
     overrides = data_overrides(args)
     if args.price_per_gpu_hour is not None:
         overrides["estimate"] = {"price_per_gpu_hour": args.price_per_gpu_hour}
+    if args.config is not None and is_sweep_file(args.config):
+        return plan_of_sweep(args, overrides)
     config = load_config(args.config, overrides)
-    if args.cluster:
-        from ray_jobs.cluster_file import check_cluster_file
-        from ray_jobs.kuberay import check_manifest, is_manifest, load_manifest
-
-        if is_manifest(args.cluster):
-            problems = check_manifest(load_manifest(args.cluster))
-        else:
-            problems = check_cluster_file(args.cluster)
-        for problem in problems:
-            print(f"t2rag: warning: {args.cluster}: {problem}", file=sys.stderr)
-        target = cluster_file_target(args.cluster, args.max_workers)
-    elif args.address:
-        target = live_target(args.address)
-    else:
-        target = local_target(config)
-    plan = make_plan(config, target)
+    plan = make_plan(config, plan_target(args, config))
     if args.json:
         print_json(plan.to_dict())
     else:
@@ -225,10 +221,82 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def plan_target(args: argparse.Namespace, config):
+    """The cluster `t2rag plan` plans against: a launcher file or manifest, a live cluster, or this machine."""
+    from ray_jobs.preflight import cluster_file_target, live_target, local_target
+
+    if args.cluster:
+        from ray_jobs.cluster_file import check_cluster_file
+        from ray_jobs.kuberay import check_manifest, is_manifest, load_manifest
+
+        if is_manifest(args.cluster):
+            problems = check_manifest(load_manifest(args.cluster))
+        else:
+            problems = check_cluster_file(args.cluster)
+        for problem in problems:
+            print(f"t2rag: warning: {args.cluster}: {problem}", file=sys.stderr)
+        return cluster_file_target(args.cluster, args.max_workers)
+    if args.address:
+        return live_target(args.address)
+    return local_target(config)
+
+
+def plan_of_sweep(args: argparse.Namespace, overrides: dict) -> int:
+    from ray_jobs.sweep_plan import plan_sweep, render_sweep_plan
+    from t2rag.sweep.spec import load_sweep
+
+    sweep = load_sweep(args.config, base_overrides=overrides)
+    base = (sweep.trials[0] if sweep.trials else sweep.trial({})).config
+    plan = plan_sweep(sweep, plan_target(args, base))
+    if args.json:
+        print_json(plan.to_dict())
+    else:
+        print(render_sweep_plan(plan))
+    if plan.refusal:
+        print(f"t2rag: error: {plan.refusal}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ray_jobs.sweep import run_final, run_sweep
+    from t2rag.sweep.report import headline
+    from t2rag.sweep.spec import load_sweep
+
+    logging.getLogger("t2rag.progress").setLevel(logging.INFO)
+    sweep = load_sweep(args.sweep, args.out)
+    if args.final:
+        result = run_final(sweep, args.final, args.split)
+        if args.json:
+            print_json(result)
+        else:
+            print(f"final: {args.final} on {args.split}: {result['out']} (t2rag report {sweep.out})")
+        return 0
+    table = run_sweep(sweep, args.address, args.yes)
+    if args.json:
+        print_json(table.to_dict())
+        return 0
+    print(headline(table))
+    print(f"\ntable: {sweep.out}/table.md  plots: t2rag report {sweep.out}")
+    return 0 if all(r.status == "finished" for r in table.rows) else 1
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from t2rag.results.report import write_report
     from t2rag.storage import read_bytes
+    from t2rag.sweep.report import is_sweep_folder
 
+    if is_sweep_folder(args.run_dir):
+        from t2rag.sweep.report import headline, write_sweep_report
+        from t2rag.sweep.table import sweep_table
+
+        written = write_sweep_report(args.run_dir)
+        if args.json:
+            print_json(written)
+            return 0
+        print(headline(sweep_table(args.run_dir)))
+        print(f"\nThe table, the plots and the best trial in one page: {written['report']}")
+        return 0
     written = write_report(args.run_dir, args.out, args.paper)
     if args.json:
         print_json(written)
@@ -288,6 +356,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_explore(args: argparse.Namespace) -> int:
     from t2rag.results.explore.app import serve_run
+    from t2rag.sweep.report import is_sweep_folder
+
+    if is_sweep_folder(args.run_dir):
+        from t2rag.results.tables import markdown_table
+        from t2rag.sweep.table import sweep_table, table_rows
+
+        table = sweep_table(args.run_dir)
+        print(markdown_table(*table_rows(table)))
+        print(f"\nEach trial is a run: t2rag explore {args.run_dir}/trials/TRIAL")
+        return 0
 
     def ready(url: str) -> None:
         print(f"t2rag explore: {args.run_dir} at {url} (Ctrl-C stops)", flush=True)
@@ -501,6 +579,19 @@ def build_parser() -> argparse.ArgumentParser:
     jdg.add_argument("--data", help="where the run's questions are read from, if not where its manifest says")
     jdg.add_argument("--json", action="store_true")
     jdg.set_defaults(func=cmd_judge)
+
+    swp = commands.add_parser(
+        "sweep", help="a grid or search of runs as one Ray Tune experiment: resumable, tracked, one table"
+    )
+    swp.add_argument("sweep", help="a sweep file (base config, grid:/search:, objective:, out:)")
+    swp.add_argument("--address", default=None, help="a running Ray cluster (default: a local one)")
+    swp.add_argument("--out", default=None, help="override the sweep's out")
+    swp.add_argument("--yes", action="store_true", help="run a sweep larger than its max_trials")
+    swp.add_argument("--final", metavar="TRIAL", default=None,
+                     help="evaluate this trial's config once on the held-out split and mark it final")  # fmt: skip
+    swp.add_argument("--split", default="test", help="with --final: the held-out split (default test)")
+    swp.add_argument("--json", action="store_true")
+    swp.set_defaults(func=cmd_sweep)
 
     xpl = commands.add_parser("explore", help="a local web page over a run: its tables, plots and every answer")
     xpl.add_argument("run_dir", help="the run's directory (local or s3://)")

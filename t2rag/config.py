@@ -129,6 +129,21 @@ class EstimateConfig(BaseModel):
     price_per_gpu_hour: float | None = Field(None, ge=0)
 
 
+class MlflowTracking(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    uri: str | None = None  # None: a file store (mlruns/) under the run's or sweep's out
+    experiment: str | None = None  # None: the run's or sweep's name
+
+
+class TrackingConfig(BaseModel):
+    """Where finished runs are logged (t2rag.results.tracking); it changes no record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mlflow: MlflowTracking | None = None
+
+
 class RankFusionConfig(BaseModel):
     """A retriever and a method made in the config: reciprocal-rank fusion of registered retrievers."""
 
@@ -178,6 +193,7 @@ class RunConfig(BaseModel):
     #: A machine judge of the answers against a baseline method's (`t2rag judge RUN`; t2rag.judge); it changes no
     #: record.
     judge: JudgeConfig | None = None
+    tracking: TrackingConfig = TrackingConfig()  # log the finished run to MLflow (`tracking: {mlflow: {}}`)
 
     @field_validator("generator", mode="before")
     @classmethod
@@ -276,7 +292,7 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """A hash of everything that changes results (not the output location, the runner or the placement)."""
-        skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models", "judge"}
+        skip = {"out", "runner", "name", "ray", "estimate", "max_attempts", "check_models", "judge", "tracking"}
         # Left out when empty, so runs made before plugins existed keep their fingerprints.
         skip |= {f for f in ("plugins", "settings", "rank_fusion") if not getattr(self, f)}
         # The judge's prompt settings change no record either; routing settings change only routed methods' (both

@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 RAY_TESTS = ("tests/ray_jobs/", "tests/serve/", "tests/generation/test_toy_engine.py",
              "tests/generation/test_vllm_cpu.py", "tests/estimate/test_calibrate.py")  # fmt: skip
 #: Modules under RAY_TESTS' folders that start no Ray: they run with the fast tests.
-CLUSTERLESS = ("tests/ray_jobs/test_placement_rules.py",)
+CLUSTERLESS = ("tests/ray_jobs/test_placement_rules.py", "tests/ray_jobs/test_sweep_plan.py")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

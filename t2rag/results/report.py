@@ -1,15 +1,15 @@
 """`t2rag report RUN_DIR`: paper-shaped tables and plots from a run's records alone.
 
 Writes, under `RUN_DIR/report/`: table3 (Number Match and MRR@3 per subset and weighted, one row per method),
-retrieval (every retrieval metric), retrieval_ablation (when methods beyond the paper's ran: the components each
-has on, with MRR@3 and Recall@1/3/5 per subset and weighted), routing (routed methods beside their own-subset and
-pooled search), answers (Number Match beside TAT-QA's EM and F1 and FinQA's execution and program accuracy, with
-the EM misses of scale and sign), judge (the machine judge's Elo ratings, when `t2rag judge` ran), generation
-(parse rates, prediction sources, tokens and time per method), outcomes (why each answer is right or wrong),
-oracle_gap (each method's gap to the oracle, split into retrieval and reading), significance (paired tests between
-every two methods), table4 (the embedder ablation, when it ran), table5 (the corpus-size ablation as numbers: MRR@3
-mean and standard deviation per corpus size; Figure 4 is its plot), each as .md and .csv, plus the plots,
-headline.md (what to read first, as `t2rag report` prints it) and report.md which gathers them all.
+retrieval (every retrieval metric), retrieval_ablation (when methods beyond the paper's ran: the components each has
+on, with MRR@3 and Recall@1/3/5 per subset and weighted), routing (routed methods beside their own-subset and pooled
+search), answers (Number Match beside TAT-QA's EM and F1 and FinQA's execution and program accuracy, with the EM
+misses of scale and sign), judge (the machine judge's Elo ratings, when `t2rag judge` ran), generation (parse rates,
+prediction sources, tokens and time per method), outcomes (why each answer is right or wrong), oracle_gap (each
+method's gap to the oracle, split into retrieval and reading), significance (paired tests between every two
+methods), table5 (the corpus-size ablation as numbers: MRR@3 mean and standard deviation per corpus size; Figure 4
+is its plot), each as .md and .csv, plus the plots, headline.md (what to read first, as `t2rag report` prints it)
+and report.md which gathers them all.
 """
 
 from __future__ import annotations
@@ -29,9 +29,7 @@ from t2rag.methods import METHODS, PAPER_METHODS, ROUTERS
 from t2rag.metrics.retrieval import per_query
 from t2rag.plugins import label
 from t2rag.reference import (
-    TABLE4_METRICS,
     PaperReference,
-    compare_table4,
     compare_with_paper,
     corpus_size_trend,
     load_paper,
@@ -430,18 +428,6 @@ JUDGE_NOTE = (
     "both answers have Number Match, whose preference is the right answer when exactly one is right, else a tie.\n\n"
 )
 
-TABLE4_NOTE = (
-    "The paper's Table 4 gives only the average over its four subsets (VQAonBD included), weighted by question "
-    "counts, with no per-subset values, so it cannot be recomputed over this run's subsets: read the two sides "
-    "as the same metric on different corpora.\n\n"
-)
-
-
-def embedder_averages(header: list[str], rows: list[list[object]]) -> dict[str, dict[str, float]]:
-    """Model id -> its weighted Table 4 metrics, from the embedder ablation's table."""
-    col = {h: i for i, h in enumerate(header)}
-    return {r[0]: {m: r[col[f"weighted {m}"]] for m in TABLE4_METRICS} for r in rows}
-
 
 def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | None = None) -> dict[str, str]:
     """Write every table and plot the run's files allow; returns {name: path}. `paper_file` replaces the packaged
@@ -512,15 +498,6 @@ def write_report(run_dir: str, out_dir: str | None = None, paper_file: str | Non
     found, held = differences(records, methods)
     emit("significance", "Paired differences between methods (a - b in points; Holm at 0.05 per metric and subset)",
          *difference_rows(found, held), note=SIGNIFICANCE_NOTE, note_in_file=True)  # fmt: skip
-    embedders = _read_csv(join(run_dir, "ablations", "embedders.csv"))
-    if embedders:
-        emit("table4", "Table 4: embedding models, Base-RAG with k = 5", *embedders)
-        emit(
-            "table4_paper",
-            "Table 4 beside the paper's: weighted R@1, R@5 and MRR@5",
-            *compare_table4(paper, embedder_averages(*embedders)),
-            note=TABLE4_NOTE,
-        )
     corpus = _read_csv(join(run_dir, "ablations", "corpus_size.csv"))
     if corpus:
         emit("table5", "Table 5: MRR@3 by corpus size (mean and standard deviation over seeds)", *corpus)

@@ -1,4 +1,5 @@
-"""The corpus-size and embedder ablations on real data, fanned out as Ray tasks."""
+"""The corpus-size ablation on real data, fanned out as Ray tasks (the embedder ablation is a sweep:
+tests/ray_jobs/test_sweep.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,10 @@ import numpy as np
 import pytest
 
 from ray_jobs.ablate_corpus_size import ablate_corpus_size, run_cells, sample_corpus_positions
-from ray_jobs.ablate_embedders import ablate_embedders, parse_models
 from t2rag.config import load_config
 from t2rag.pipeline.local import run_local
 from t2rag.resources import Resources
 from t2rag.results.report import write_report
-from t2rag.run_folder.files import read_records
 from tests.conftest import HASHING
 
 pytestmark = pytest.mark.slow
@@ -100,24 +99,6 @@ def test_sampling_is_seeded():
     a = sample_corpus_positions(100, 0.3, seed=1)
     assert len(a) == 30 and (a == sample_corpus_positions(100, 0.3, seed=1)).all()
     assert not (a == sample_corpus_positions(100, 0.3, seed=2)).all()
-
-
-def test_embedder_ablation(ray_local, mini_data, tmp_path):
-    config = load_config(None, {"data": {"source": mini_data}, "out": str(tmp_path)})
-    paths = ablate_embedders(config, parse_models("all-MiniLM-L6-v2,all-MiniLM-L6-v2:64"))
-    rows = _rows(paths["csv"])
-    assert [r["max_seq_length"] for r in rows] == ["model default", "64"]
-    assert {"weighted recall@1", "weighted recall@5", "weighted mrr@5"} <= set(rows[0])
-    # Truncating passages to 64 tokens hides most of each context: recall@5 must not improve.
-    assert float(rows[1]["weighted recall@5"]) <= float(rows[0]["weighted recall@5"])
-    # The override took effect: the same model ranks differently when it reads 64 tokens (were it ignored, the two
-    # cells would be the same run).
-    cells = tmp_path / "ablations" / "embedders"
-    rankings = [read_records(str(cells / slug)).sort_by("id").column("context_ids").to_pylist()
-                for slug in (c.cache_key for c in parse_models("all-MiniLM-L6-v2,all-MiniLM-L6-v2:64"))]  # fmt: skip
-    differ = sum(a != b for a, b in zip(*rankings, strict=True))
-    assert len(rankings[0]) > 20 and differ > len(rankings[0]) // 4, differ
-    assert "| all-MiniLM-L6-v2 |" in (tmp_path / "ablations" / "embedders.md").read_text()
 
 
 def test_a_sharded_cell_scores_as_the_whole_corpus(ray_local, mini_data, tmp_path):
