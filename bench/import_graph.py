@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
      "t2rag.judge.ratings", "t2rag.run_folder", "t2rag.estimate.rates"),
     ("t2rag.resources",),
     ("t2rag.stages", "t2rag.extend"),
-    ("t2rag.estimate", "t2rag.pipeline", "t2rag.config_reference", "t2rag.results", "t2rag.judge"),
+    ("t2rag.estimate", "t2rag.pipeline", "t2rag.config_reference", "t2rag.results", "t2rag.judge", "t2rag.sweep"),
     ("ray_jobs", "serve"),
     ("t2rag.cli",),
 ]  # fmt: skip

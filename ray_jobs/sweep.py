@@ -190,7 +190,8 @@ def claim_sweep(sweep: Sweep) -> None:
 
 def run_sweep(sweep: Sweep, address: str | None = None, yes: bool = False) -> SweepTable:
     """Run (or resume) every trial of the sweep on Ray Tune and write its table; returns the table."""
-    from t2rag.results.tracking import check_tracking, log_sweep
+    from t2rag.results.tracking import check_tracking
+    from t2rag.sweep.tracking import log_sweep
 
     check_size(sweep, yes)
     check_tracking(sweep.spec.tracking, sweep.out)  # an unreachable tracking server: refused before any trial
@@ -217,6 +218,31 @@ def run_sweep(sweep: Sweep, address: str | None = None, yes: bool = False) -> Sw
     table = sweep_table(sweep, errors)
     log_sweep(sweep, table)
     return table
+
+
+def progress_callback(sweep: Sweep):
+    """A Tune callback that prints one line per trial that ends: how many are done, its objective or its error."""
+    from ray.tune import Callback
+
+    total = count_trials(sweep)
+
+    class SweepProgress(Callback):
+        def __init__(self) -> None:
+            self.ended = 0
+
+        def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+            self.ended += 1
+            value = (trial.last_result or {}).get(OBJECTIVE)
+            name = trial_name_of(sweep, trial.config)
+            log.info("sweep: %d/%d trials ended; %s: %s %s", self.ended, total, name, sweep.spec.objective.metric,
+                     "n/a" if value is None else f"{value:.2f}")  # fmt: skip
+
+        def on_trial_error(self, iteration, trials, trial, **info) -> None:
+            self.ended += 1
+            log.info("sweep: %d/%d trials ended; %s failed (the next run of the command retries it)", self.ended,
+                     total, trial_name_of(sweep, trial.config))  # fmt: skip
+
+    return SweepProgress()
 
 
 def fit_trials(sweep: Sweep, storage: str):
@@ -252,6 +278,7 @@ def fit_trials(sweep: Sweep, storage: str):
                     name="experiment",
                     storage_path=storage,
                     failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
+                    callbacks=[progress_callback(sweep)],
                     verbose=0,
                 ),
             )

@@ -130,9 +130,11 @@ class EstimateConfig(BaseModel):
 
 
 class MlflowTracking(BaseModel):
+    """An MLflow server (`uri: http://...`) or store, and the experiment runs are logged to."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    uri: str | None = None  # None: a file store (mlruns/) under the run's or sweep's out
+    uri: str | None = None  # None: a SQLite store and an artifact folder under the run's or sweep's out
     experiment: str | None = None  # None: the run's or sweep's name
 
 
@@ -141,7 +143,7 @@ class TrackingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mlflow: MlflowTracking | None = None
+    mlflow: MlflowTracking | None = None  # `mlflow: {}`: a store under the run's out (mlflow.db, mlartifacts/)
 
 
 class RankFusionConfig(BaseModel):

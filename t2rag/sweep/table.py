@@ -98,11 +98,31 @@ def read_trial(out: str, name: str, values: dict[str, Any], spec: Any, error: st
     row.seconds = manifest.get("wall_s")
     tokens = manifest.get("tokens") or {}
     row.prompt_tokens, row.completion_tokens = tokens.get("prompt", 0), tokens.get("completion", 0)
-    plan = manifest.get("plan") or {}
-    row.gpu_seconds = plan.get("gpu_s")
-    row.cost = plan.get("cost")
+    row.gpu_seconds, row.cost = gpu_cost(manifest.get("config") or {}, row.seconds)
     row.final = bool(manifest.get("final"))
     return row
+
+
+def gpu_cost(config: dict, seconds: float | None) -> tuple[float | None, float | None]:
+    """GPU-seconds a trial held (its measured seconds times the GPUs of one replica of its generator, or of its
+    embedder when it generates nothing) and their cost at its `estimate.price_per_gpu_hour` (None: no price)."""
+    from pydantic import ValidationError
+
+    from t2rag.config import RunConfig
+    from t2rag.generation.registry import engine_of
+
+    try:
+        run = RunConfig.model_validate(config)
+    except (ValidationError, T2RagError):  # a plugin's config this process cannot read
+        return None, None
+    if seconds is None:
+        return None, None
+    gpus = run.ray.embed_gpus
+    if run.generator is not None and any(run.generates(m) for m in run.methods):
+        gpus = engine_of(run.generator).placement(run.generator).gpus
+    price = run.estimate.price_per_gpu_hour
+    gpu_s = seconds * gpus
+    return gpu_s, None if price is None else gpu_s / 3600 * price
 
 
 def read_sweep_manifest(out: str) -> dict:

@@ -37,6 +37,7 @@ def test_the_table_has_every_trial_its_best_and_its_frontier(ran):
     table = sweep_table(sweep)
     assert [r.trial for r in table.rows] == [t.name for t in sweep.trials]
     assert all(r.status == "finished" and r.seconds is not None for r in table.rows)
+    assert all(r.gpu_seconds == 0.0 and r.cost is None for r in table.rows)  # CPU-only trials, no price set
     mrr = {name: result["methods"][name.split(",")[0].split("=")[1]]["weighted"]["mrr@3"]
            for name, result in results.items()}  # fmt: skip
     assert {r.trial: r.objective for r in table.rows} == mrr
@@ -71,7 +72,8 @@ def test_the_sweep_is_logged_to_mlflow_as_a_parent_with_nested_trials(ran):
     from mlflow.tracking import MlflowClient
 
     from t2rag.config import MlflowTracking, TrackingConfig
-    from t2rag.results.tracking import log_sweep, tracking_uri
+    from t2rag.results.tracking import tracking_uri
+    from t2rag.sweep.tracking import log_sweep
 
     sweep, results = ran
     spec = sweep.spec.model_copy(update={"tracking": TrackingConfig(mlflow=MlflowTracking())})
