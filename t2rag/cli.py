@@ -290,11 +290,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         from t2rag.sweep.report import headline, write_sweep_report
         from t2rag.sweep.table import sweep_table
 
-        written = write_sweep_report(args.run_dir)
+        table = sweep_table(args.run_dir)
+        written = write_sweep_report(args.run_dir, table)
         if args.json:
             print_json(written)
             return 0
-        print(headline(sweep_table(args.run_dir)))
+        print(headline(table))
         print(f"\nThe table, the plots and the best trial in one page: {written['report']}")
         return 0
     written = write_report(args.run_dir, args.out, args.paper)

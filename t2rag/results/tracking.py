@@ -1,7 +1,7 @@
-"""Runs and sweeps logged to MLflow, where teams keep their experiments.
+"""Runs logged to MLflow, where teams keep their experiments (a sweep's parent run: t2rag.sweep.tracking).
 
-A run is one MLflow run; a sweep is a parent run with one nested run per trial. A run's params are its swept keys
-(a single run's: its methods, k, embedder and generator), with the full resolved config as an artifact; its metrics
+A run is one MLflow run. Its params are its swept keys (a single run's: its methods, k, embedder and generator),
+with the full resolved config as an artifact; its metrics
 are every scorecard figure (`method.subset.figure`), its measured seconds and tokens and its plan's beside them; its
 tags are t2rag's version and each plugin's origin and version; its report files are artifacts.
 Logged from the finished run folder, so a sweep's trials and a `t2rag eval` log the same things. MLflow's own Ray
@@ -40,19 +40,18 @@ def tracking_uri(mlflow_cfg: Any, out: str) -> str:
     return f"sqlite:///{Path(join(out, LOCAL_STORE)).resolve()}"
 
 
-def _mlflow():
+def require_mlflow() -> None:
     try:
-        import mlflow
+        import mlflow  # noqa: F401
     except ImportError:
         raise ConfigError("tracking: mlflow is not installed: pip install 't2rag[track]'") from None
-    return mlflow
 
 
 def check_tracking(tracking: Any, out: str) -> None:
     """Refuse, in one line, a tracking server that cannot be reached (before anything runs)."""
     if tracking is None or tracking.mlflow is None:
         return
-    _mlflow()
+    require_mlflow()
     uri = tracking_uri(tracking.mlflow, out)
     if not uri.startswith(("http://", "https://")):
         return
@@ -67,8 +66,9 @@ def check_tracking(tracking: Any, out: str) -> None:
         raise ConfigError(f"tracking: the MLflow server at {uri} cannot be reached ({reason})") from None
 
 
-def _client(mlflow_cfg: Any, out: str, default_experiment: str):
-    mlflow = _mlflow()
+def mlflow_client(mlflow_cfg: Any, out: str, default_experiment: str) -> tuple[Any, str]:
+    """An MLflow client of the configured store and the id of the experiment runs go to (made when missing)."""
+    require_mlflow()
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri(mlflow_cfg, out)
@@ -79,7 +79,7 @@ def _client(mlflow_cfg: Any, out: str, default_experiment: str):
     found = client.get_experiment_by_name(name)
     own = Path(join(out, LOCAL_ARTIFACTS)).resolve().as_uri() if mlflow_cfg.uri is None else None
     experiment_id = found.experiment_id if found else client.create_experiment(name, artifact_location=own)
-    return mlflow, client, experiment_id
+    return client, experiment_id
 
 
 def metric_key(text: str) -> str:
@@ -158,7 +158,7 @@ def log_single_run(config: Any, run: str) -> str | None:
     tracking = getattr(config, "tracking", None)
     if tracking is None or tracking.mlflow is None:
         return None
-    _, client, experiment_id = _client(tracking.mlflow, run, config.name)
+    client, experiment_id = mlflow_client(tracking.mlflow, run, config.name)
     generator = config.generator
     params = {"methods": config.methods, "retrieval.k": config.retrieval.k,
               "retrieval.embedder.model": config.retrieval.embedder.model,

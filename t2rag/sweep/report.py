@@ -7,7 +7,8 @@ import math
 from typing import Any
 
 from t2rag.reference import TABLE4_METRICS
-from t2rag.storage import join, write_bytes
+from t2rag.storage import join, read_bytes, write_bytes
+from t2rag.sweep.spec import SWEEP_FILE
 from t2rag.sweep.table import TABLE_FILES, SweepTable, TrialRow, sweep_table, table_rows
 
 REPORT_DIR = "report"
@@ -26,15 +27,13 @@ def embedder_averages(header: list[str], rows: list[list[object]]) -> dict[str, 
 
 
 def is_sweep_folder(path: str) -> bool:
-    from t2rag.storage import read_bytes
-    from t2rag.sweep.spec import SWEEP_FILE
-
     return read_bytes(join(path, SWEEP_FILE)) is not None
 
 
-def write_sweep_report(out: str) -> dict[str, str]:
-    """Write the sweep's report files; returns their paths by kind (`report`: the markdown page)."""
-    table = sweep_table(out)
+def write_sweep_report(out: str, table: SweepTable | None = None) -> dict[str, str]:
+    """Write the sweep's report files (from its `table`, else the table read anew); returns their paths by kind
+    (`report`: the markdown page)."""
+    table = table or sweep_table(out)
     written = {kind: join(out, name) for kind, name in TABLE_FILES.items()}
     finished = [r for r in table.rows if r.objective is not None]
     if finished:

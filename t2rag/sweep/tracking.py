@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from t2rag.results.tracking import _client, log_run_folder, tracking_uri
+from t2rag.results.tracking import log_run_folder, mlflow_client, tracking_uri
 from t2rag.run_folder.files import read_manifest
 from t2rag.storage import join
 from t2rag.sweep.table import TABLE_FILES
@@ -24,7 +24,7 @@ def log_sweep(sweep: Any, table: Any) -> str | None:
     mlflow_cfg = sweep.spec.tracking.mlflow
     if mlflow_cfg is None:
         return None
-    _, client, experiment_id = _client(mlflow_cfg, sweep.out, sweep.spec.name)
+    client, experiment_id = mlflow_client(mlflow_cfg, sweep.out, sweep.spec.name)
     found = client.search_runs([experiment_id], filter_string=f"tags.`t2rag.sweep` = '{sweep.spec.name}'")
     parent = found[0].info.run_id if found else client.create_run(
         experiment_id, run_name=sweep.spec.name, tags={"t2rag.sweep": sweep.spec.name}).info.run_id  # fmt: skip
