@@ -8,10 +8,10 @@ matrices, reranking, prompts, generation and parsing. Groups of different method
 have in common (one embedding pool, one retrieval pool per kind of row). Every generation of the run (context
 summaries, HyDE's documents, answers) goes to one generator service (ray_jobs.generator_service), so the model is
 loaded once per replica per run.
-Records are written as parquet blocks as they finish; the result comes from them through the same function as
-the other runner's. Rerunning a config into the same `out` (on either runner) skips every (method, question)
-that already has a record, so a killed job loses at most its in-flight blocks; within a run, a fault (a lost node,
-a dead engine) starts another attempt at what is missing (`max_attempts`).
+Records are written as parquet blocks as they finish, each whole or absent (ray_jobs.records_sink); the result comes
+from them through the same function as the other runner's. Rerunning a config into the same `out` (on either runner)
+skips every (method, question) that already has a record, so a killed job loses at most its in-flight blocks; within
+a run, a fault (a lost node, a dead engine) starts another attempt at what is missing (`max_attempts`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,8 @@ from t2rag.pools import PoolShape
 from t2rag.progress import StageLog
 from t2rag.quiet import quiet_libraries
 from t2rag.resources import Resources
-from t2rag.run_folder.files import RECORDS_DIR
 from t2rag.run_folder.records import to_answer_inputs, to_records
 from t2rag.stages.work import WorkGroup, split_chain, work_left
-from t2rag.storage import join
 
 log = logging.getLogger("t2rag.progress")
 
@@ -115,6 +113,8 @@ class RayRunner:
                 self.service = None
 
     def compute(self, done: set[tuple[str, str]]) -> None:
+        from ray_jobs.records_sink import RecordsSink
+
         config, resources, stage_log = self.config, self.resources, self.resources.log
         with stage_log.stage("build_index", 0):
             self.indexes[:] = build_indexes(config, resources, self.service)
@@ -122,7 +122,7 @@ class RayRunner:
         rows = sum(g.rows.num_rows for g in work)
         log.info("evaluate: %d records to compute (%d already done)", rows, len(done))
         with stage_log.stage("pipeline", rows):
-            placed_work(config, work, self.service).write_parquet(join(config.out, RECORDS_DIR))
+            placed_work(config, work, self.service).write_datasink(RecordsSink(config.out))
 
     def model_loads(self) -> dict[str, int]:
         return read_meter(self.meter, "model_loads")

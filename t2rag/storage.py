@@ -6,9 +6,11 @@ endpoints such as MinIO or a test server); nothing here logs them.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,11 +90,45 @@ def write_bytes(path: str, data: bytes) -> str:
         with fs.open_output_stream(inner) as stream:
             stream.write(data)
         return path
-    tmp = f"{inner}.{os.getpid()}.tmp"
+    tmp = f"{inner}.{os.getpid()}{TEMPORARY_SUFFIX}"
     with open(tmp, "wb") as handle:
         handle.write(data)
     os.replace(tmp, inner)
     return path
+
+
+#: The end of the temporary name a local write goes to before its rename (`write_bytes`): `NAME.PID.tmp`.
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def remove_torn_writes(folder: str, min_age_s: float = 10.0) -> int:
+    """Remove the temporary files that writers on this machine left when they died mid-write (`write_bytes`): those
+    whose process is gone and that nobody has touched for `min_age_s`. Returns how many; nothing on S3, where a torn
+    upload leaves no object."""
+    if is_s3(folder) or not os.path.isdir(folder):
+        return 0
+    removed = 0
+    for entry in os.scandir(folder):
+        name = entry.name
+        if not name.endswith(TEMPORARY_SUFFIX):
+            continue
+        pid = name[: -len(TEMPORARY_SUFFIX)].rsplit(".", 1)[-1]
+        if not pid.isdigit() or _alive(int(pid)) or time.time() - entry.stat().st_mtime < min_age_s:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(entry.path)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_bytes(path: str) -> bytes | None:

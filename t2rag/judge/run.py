@@ -225,11 +225,15 @@ def _write_block(run_dir: str, rows: pa.Table, answers: list) -> int:
                         "reasoning": reasoning, "prompt_tokens": answer.prompt_tokens,
                         "completion_tokens": answer.completion_tokens, "generation_s": answer.seconds})  # fmt: skip
     if written:
-        buffer = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pylist(written, schema=VERDICT_SCHEMA), buffer)
-        path = join(run_dir, VERDICTS_DIR, f"{new_part_name('judge')}.parquet")
-        write_bytes(path, buffer.getvalue().to_pybytes())
+        write_verdicts(run_dir, pa.Table.from_pylist(written, schema=VERDICT_SCHEMA))
     return len(answers) - len(written)
+
+
+def write_verdicts(run_dir: str, verdicts: pa.Table) -> str:
+    """One block of verdicts as a parquet file of its own, whole or absent (`write_bytes`)."""
+    buffer = pa.BufferOutputStream()
+    pq.write_table(verdicts.cast(VERDICT_SCHEMA), buffer)
+    return write_bytes(join(run_dir, VERDICTS_DIR, f"{new_part_name('judge')}.parquet"), buffer.getvalue().to_pybytes())
 
 
 def judge_config_from(

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from t2rag.errors import InputError, first_line
 from t2rag.run_folder.records import RECORD_SCHEMA, project, retryable
-from t2rag.storage import filesystem_for, is_s3, join, read_bytes, write_bytes
+from t2rag.storage import filesystem_for, is_s3, join, read_bytes, remove_torn_writes, write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,9 @@ def _safe(name: str) -> str:
 
 
 def done_keys(out: str) -> set[tuple[str, str]]:
-    """(method, id) pairs that already have records; unreadable (half-written) files are removed."""
+    """(method, id) pairs that already have records; unreadable (half-written) files, and the temporary files of
+    writers that died mid-write, are removed."""
+    remove_torn_writes(join(out, RECORDS_DIR))
     fs, files = record_files(out)
     keys: set[tuple[str, str]] = set()
     for path in files:
