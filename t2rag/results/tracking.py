@@ -3,7 +3,7 @@
 A run is one MLflow run. Its params are its swept keys (a single run's: its methods, k, embedder and generator),
 with the full resolved config as an artifact; its metrics
 are every scorecard figure (`method.subset.figure`), its measured seconds and tokens and its plan's beside them; its
-tags are t2rag's version and each plugin's origin and version; its report files are artifacts.
+tags are t2rag's version and each plugin's origin and version; its report (written when it has none) is artifacts.
 Logged from the finished run folder, so a sweep's trials and a `t2rag eval` log the same things. MLflow's own Ray
 Tune callback logs a trial's Tune config and reported numbers, not a run folder; hence this module. mlflow is an
 optional extra (`pip install 't2rag[track]'`).
@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from t2rag.errors import ConfigError
+from t2rag.errors import ConfigError, T2RagError
 from t2rag.run_folder.files import read_manifest, read_result
 from t2rag.storage import join
 
@@ -140,11 +140,29 @@ def log_run_folder(client: Any, experiment_id: str, run: str, name: str, params:
         Path(tmp, "result.json").write_text(json.dumps(read_result(run) or {}, indent=1))
         client.log_artifact(run_id, str(Path(tmp, "config.json")))
         client.log_artifact(run_id, str(Path(tmp, "result.json")))
-    report = Path(join(run, "report"))
-    if report.is_dir():
-        client.log_artifacts(run_id, str(report), "report")
+    report = run_report(run)
+    if report is not None:
+        client.log_artifacts(run_id, report, "report")
     client.set_terminated(run_id)
     return run_id
+
+
+def run_report(run: str) -> str | None:
+    """The run's report folder, written first when it has none (`t2rag report`'s tables and plots); None when the
+    run is on S3 or its report cannot be made (the run is still logged, without it)."""
+    from t2rag.results.report import write_report
+    from t2rag.run_folder.files import report_dir
+
+    folder = report_dir(run)
+    if run.startswith("s3://"):
+        return None
+    if not Path(folder).is_dir():
+        try:
+            write_report(run)
+        except T2RagError as exc:
+            log.warning("tracking: %s: no report to log (%s)", run, exc)
+            return None
+    return folder
 
 
 def _text(value: Any) -> str:

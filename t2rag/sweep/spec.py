@@ -23,8 +23,11 @@ import difflib
 import hashlib
 import itertools
 import json
+import os
 import re
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -222,7 +225,7 @@ def make_trial(sweep: Sweep, values: dict[str, Any]) -> Trial:
         if extends is not None:
             config = load_config(extends, merge(raw, overrides))
         else:
-            with _in_dir(sweep.base_dir):
+            with in_folder(sweep.base_dir):
                 config = load_config(None, merge(raw, overrides))
     except ConfigError as exc:
         where = f"trial {name}: " if values else "base: "
@@ -230,23 +233,16 @@ def make_trial(sweep: Sweep, values: dict[str, Any]) -> Trial:
     return Trial(name, values, config)
 
 
-class _in_dir:
+@contextmanager
+def in_folder(where: Path | None) -> Iterator[None]:
     """Relative paths of an inline base (a plugin module, a data folder) read from the sweep file's folder."""
-
-    def __init__(self, where: Path | None):
-        self.where = where
-
-    def __enter__(self) -> None:
-        import os
-
-        self.before = os.getcwd()
-        if self.where is not None:
-            os.chdir(self.where)
-
-    def __exit__(self, *exc: object) -> None:
-        import os
-
-        os.chdir(self.before)
+    before = os.getcwd()
+    if where is not None:
+        os.chdir(where)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def trial_name(values: dict[str, Any]) -> str:

@@ -33,8 +33,9 @@ def tables() -> tuple[pa.Table, pa.Table]:
     return pa.Table.from_pylist(rows, schema=RECORD_SCHEMA), pa.Table.from_pylist(verdicts, schema=VERDICT_SCHEMA)
 
 
-def write_forever(out: str, json_mb: float = 3.0) -> None:
-    records, verdicts = tables()
+def write_forever(out: str, json_mb: float = 3.0, made: tuple[pa.Table, pa.Table] | None = None) -> None:
+    """Write rounds until killed; `made`: the tables, made beforehand (a forked child starts writing at once)."""
+    records, verdicts = made or tables()
     text = os.urandom(int(json_mb * 500_000)).hex()
     digest = hashlib.sha256(text.encode()).hexdigest()
     round_ = 0

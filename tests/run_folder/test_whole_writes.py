@@ -21,7 +21,7 @@ import pytest
 from t2rag.run_folder.files import MANIFEST_FILE, RECORDS_DIR, RESULT_FILE, VERDICTS_DIR, done_keys, parquet_files
 from t2rag.storage import join, read_bytes
 from t2rag.sweep.spec import SWEEP_FILE
-from tests.run_folder.killed_writer import ROWS, write_forever
+from tests.run_folder.killed_writer import ROWS, tables, write_forever
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,21 +43,21 @@ def check_whole(out: str) -> int:
 
 
 def test_files_killed_mid_write_on_local_disk_are_whole_or_absent(tmp_path):
-    """Forked writers (a kill every few hundred milliseconds), until 3 kills have torn a write (at most 150)."""
-    out, rng = str(tmp_path / "run"), random.Random(1)
+    """Forked writers (a kill every few hundred milliseconds), until 2 kills have torn a write (at most 150)."""
+    out, rng, made = str(tmp_path / "run"), random.Random(1), tables()
     kills, torn = 0, set()
-    while len(torn) < 3 and kills < 150:
+    while len(torn) < 2 and kills < 150:
         child = os.fork()
         if child == 0:  # pragma: no cover - the child only writes until it is killed
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-            write_forever(out, json_mb=3.0)
-        time.sleep(rng.uniform(0.05, 0.4))
+            write_forever(out, json_mb=3.0, made=made)
+        time.sleep(rng.uniform(0.02, 0.3))
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
         kills += 1
         torn |= {p.name for p in (tmp_path / "run").rglob("*.tmp")}
         check_whole(out)
-    assert len(torn) >= 3, f"{kills} kills tore {len(torn)} writes: the test proved nothing"
+    assert len(torn) >= 2, f"{kills} kills tore {len(torn)} writes: the test proved nothing"
     parts = check_whole(out)
     for path in (tmp_path / "run").rglob("*.tmp"):  # left a minute ago by writers that are gone
         os.utime(path, (time.time() - 60, time.time() - 60))
@@ -73,7 +73,7 @@ def test_files_killed_mid_write_on_s3_are_whole_or_absent():
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="whole-writes")
     out, rng = "s3://whole-writes/run", random.Random(2)
-    for _ in range(8):  # JSON files of 12 MB: uploaded in parts, so a kill mid-upload leaves an unfinished one
+    for _ in range(4):  # JSON files of 12 MB: uploaded in parts, so a kill mid-upload leaves an unfinished one
         writer = subprocess.Popen([sys.executable, "-m", "tests.run_folder.killed_writer", out, "12"], cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
         assert writer.stdout is not None

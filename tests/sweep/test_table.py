@@ -95,7 +95,9 @@ def test_the_sweep_is_logged_to_mlflow_as_a_parent_with_nested_trials(ran):
     assert "plan.passages_s" in dense.data.metrics  # the plan beside what the run measured
     assert run.data.tags["t2rag.version"] and run.data.tags["t2rag.runner"] == "local"
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"config.json", "result.json"} <= names
+    assert {"config.json", "result.json", "report"} <= names
+    report = {a.path for a in client.list_artifacts(run.info.run_id, "report")}
+    assert {"report/report.md", "report/headline.md"} <= report  # the trial's own `t2rag report`
     parent_run = client.get_run(parent)
     assert parent_run.data.tags["t2rag.best"] == table.best
     assert {a.path for a in client.list_artifacts(parent)} >= {"table.csv", "table.md", "table.json"}
