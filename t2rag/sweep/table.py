@@ -46,12 +46,12 @@ class TrialRow:
     status: str  # finished, failed, not run
     out: str
     method: str = ""
-    figures: dict[str, float] = field(default_factory=dict)  # the objective method's weighted figures
+    figures: dict[str, float] = field(default_factory=dict)  # the objective method's figures the table shows
     objective: float | None = None
-    seconds: float | None = None  # the run's measured wall time, all of its attempts
+    seconds: float | None = None  # the measured wall time of the session that finished the run
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    gpu_seconds: float | None = None  # from the run's plan (its rates)
+    gpu_seconds: float | None = None  # the seconds times the GPUs it held (`gpu_cost`)
     cost: float | None = None
     error: str | None = None
     final: bool = False
