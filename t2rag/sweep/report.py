@@ -15,7 +15,7 @@ REPORT_DIR = "report"
 
 TABLE4_NOTE = (
     "The paper's Table 4 gives only the average over its four subsets (VQAonBD included), weighted by question "
-    "counts, with no per-subset values, so it cannot be recomputed over this run's subsets: read the two sides "
+    "counts, with no per-subset values, so it cannot be recomputed over this sweep's subsets: read the two sides "
     "as the same metric on different corpora.\n\n"
 )
 
